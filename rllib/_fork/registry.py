@@ -1,0 +1,21 @@
+"""Which fork modules exist. Strings only: this file is read at start-up.
+
+Every fork module lives at its upstream path with ``rllib.`` in place of
+``ray.rllib.`` and declares the upstream names it replaces in a module-level
+``REPLACES`` dict (``"name"`` or ``"Class.method"`` -> fork object).
+"""
+
+#: The ray release line the fork is written against.
+SUPPORTED_RAY_VERSIONS = "2.60.*"
+SUPPORTED_RAY_PREFIX = "2.60."
+
+#: Fork modules that replace names inside an existing upstream module.
+REPLACING_MODULES = ("rllib.utils.postprocessing.value_predictions",)
+
+#: Fork modules that are new upstream: importable as ``ray.<name>`` too.
+NEW_MODULES = ()
+
+
+def upstream_name(fork_module: str) -> str:
+    """Returns the upstream dotted path of a fork module."""
+    return "ray." + fork_module

@@ -1,0 +1,25 @@
+"""Shared fixtures: one small local Ray cluster for every test that needs Ray."""
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A local Ray cluster shared by the whole test session.
+
+    Four logical CPUs on a 2-core machine: a remote Learner plus Ray Data's
+    read tasks and map actors would otherwise wait for each other forever.
+    """
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(
+            num_cpus=int(os.environ.get("RLLIB_FORK_TEST_CPUS", "4")),
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    yield ray
+    ray.shutdown()
