@@ -14,8 +14,11 @@ unsegmented discounted sum ``F_t = delta_t + c * F_{t+1}`` with a constant
 torch), then remove what leaked in from beyond each segment end ``e_t``:
 ``A_t = F_t - c ** (e_t - t + 1) * F_{e_t + 1}``. Every power is at most 1, so
 nothing overflows; the sums run in float64 to keep the subtraction exact
-enough for long segments with ``c`` close to 1.
+enough for long segments with ``c`` close to 1. Torch inputs stay on their
+device and cause no host sync.
 """
+
+import sys
 
 import numpy as np
 from ray.util.annotations import DeveloperAPI
@@ -64,63 +67,58 @@ def compute_value_targets(
 
 
 def _is_torch_tensor(x) -> bool:
-    torch = _torch_if_loaded()
+    # Only a loaded torch can have made `x`; never import torch for numpy input.
+    torch = sys.modules.get("torch")
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-def _torch_if_loaded():
-    import sys
-
-    return sys.modules.get("torch")
-
-
 def _value_targets_numpy(values, rewards, terminateds, truncateds, gamma, lambda_):
+    from scipy.signal import lfilter
+
     n = rewards.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.float32)
-    values = values.astype(np.float64, copy=False)
-    non_terminal = 1.0 - terminateds.astype(np.float64, copy=False)
-    propagate = non_terminal * (1.0 - truncateds.astype(np.float64, copy=False))
-
-    next_values = np.empty(n, dtype=np.float64)
-    next_values[:-1] = values[1:]
-    next_values[-1] = 0.0
-    deltas = rewards + gamma * non_terminal * next_values - values
+    values = values.astype(np.float64)
+    terminated = terminateds.astype(bool)
+    # delta_t = r_t + gamma * V(s_{t+1}) * (1 - terminated_t) - V(s_t); the last
+    # step has no next value in the batch (its delta is masked downstream).
+    deltas = rewards - values
+    deltas[:-1] += gamma * np.where(terminated[:-1], 0.0, values[1:])
 
     c = float(gamma) * float(lambda_)
-    discounted = _discounted_reverse_sum_numpy(deltas, c)
-    advantages = _cut_at_segment_ends(discounted, propagate == 0.0, c, np)
-    return (advantages + values).astype(np.float32)
+    # Unsegmented F_t = delta_t + c * F_{t+1}, one C loop.
+    discounted = lfilter([1.0], [1.0, -c], deltas[::-1])[::-1]
+
+    # Segment ends: terminated or truncated steps, and the batch's last step.
+    is_end = terminated | truncateds.astype(bool)
+    is_end[-1] = True
+    ends = np.flatnonzero(is_end)
+    lengths = np.diff(ends, prepend=-1)
+    after_end = np.append(discounted, 0.0)[ends + 1]
+    steps_to_end = np.repeat(ends + 1, lengths) - np.arange(n)
+    # c ** k as exp(k * log c): far cheaper than a vector pow; log(0) = -inf
+    # gives exp(-inf) = 0 for c == 0.
+    with np.errstate(divide="ignore"):
+        log_c = np.log(c)
+    leak = np.exp(steps_to_end * log_c) * np.repeat(after_end, lengths)
+    return (discounted - leak + values).astype(np.float32)
 
 
-def _discounted_reverse_sum_numpy(x, c):
-    """``y_t = x_t + c * y_{t+1}`` over the whole array."""
-    from scipy.signal import lfilter
+def _cut_at_segment_ends(discounted, is_end, c):
+    """Turns an unsegmented discounted sum into per-segment sums (torch).
 
-    return lfilter([1.0], [1.0, -c], x[::-1])[::-1]
-
-
-def _cut_at_segment_ends(discounted, is_end, c, xp):
-    """Turns an unsegmented discounted sum into per-segment sums.
-
-    ``is_end[t]`` marks the last step of a segment; the array's last step
-    always ends one.
+    ``is_end[t]`` marks the last step of a segment; the batch's last step
+    always ends one. Uses a reverse cummin, so no host sync is needed.
     """
+    import torch
+
     n = discounted.shape[0]
-    if xp is np:
-        index = np.arange(n)
-        candidates = np.where(is_end, index, n - 1)
-        segment_end = np.minimum.accumulate(candidates[::-1])[::-1]
-        steps_to_end = (segment_end - index + 1).astype(discounted.dtype)
-        padded = np.append(discounted, 0.0)
-    else:
-        index = xp.arange(n, device=discounted.device)
-        candidates = xp.where(is_end, index, xp.full_like(index, n - 1))
-        segment_end = xp.flip(xp.cummin(xp.flip(candidates, (0,)), 0).values, (0,))
-        steps_to_end = (segment_end - index + 1).to(discounted.dtype)
-        padded = xp.cat([discounted, discounted.new_zeros(1)])
-    leak = c**steps_to_end * padded[segment_end + 1]
-    return discounted - leak
+    index = torch.arange(n, device=discounted.device)
+    candidates = torch.where(is_end, index, torch.full_like(index, n - 1))
+    segment_end = torch.flip(torch.cummin(torch.flip(candidates, (0,)), 0).values, (0,))
+    steps_to_end = (segment_end - index + 1).to(discounted.dtype)
+    padded = torch.cat([discounted, discounted.new_zeros(1)])
+    return discounted - c**steps_to_end * padded[segment_end + 1]
 
 
 def _value_targets_torch(values, rewards, terminateds, truncateds, gamma, lambda_):
@@ -138,7 +136,7 @@ def _value_targets_torch(values, rewards, terminateds, truncateds, gamma, lambda
 
     c = float(gamma) * float(lambda_)
     discounted = torch.flip(_discounted_scan_torch(torch.flip(deltas, (0,)), c), (0,))
-    advantages = _cut_at_segment_ends(discounted, propagate == 0.0, c, torch)
+    advantages = _cut_at_segment_ends(discounted, propagate == 0.0, c)
     return (advantages + values64).to(torch.float32)
 
 
