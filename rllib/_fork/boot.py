@@ -6,11 +6,15 @@ finder on ``sys.meta_path``. That finder does two things, both lazily:
 - when ``ray`` is imported, it calls :func:`rllib._fork.overlay.install` right
   after ``ray/__init__.py`` has run;
 - it serves the fork's new modules under their upstream names
-  (``ray.rllib.offline.episode_writer`` is ``rllib.offline.episode_writer``).
+  (``ray.rllib.offline.episode_writer`` is ``rllib.offline.episode_writer``);
+- when a replacing fork module is imported before its upstream module (a Ray
+  worker unpickling a fork class does that), it imports the upstream module
+  first, so the fork module is complete when its replacements are applied.
 """
 
 import os
 import sys
+import threading
 
 from rllib._fork import registry
 
@@ -68,58 +72,111 @@ class _AliasLoader:
         pass
 
 
-class _RayImportTrigger:
-    """Wraps ray's loader so the overlay installs once ``ray`` has loaded."""
+class _CallAfterExec:
+    """Wraps a module loader to call ``callback(module)`` once it has run."""
 
-    def __init__(self, loader):
+    def __init__(self, loader, callback):
         self._loader = loader
+        self._callback = callback
 
     def create_module(self, spec):
         return self._loader.create_module(spec)
 
     def exec_module(self, module):
         self._loader.exec_module(module)
-        from rllib._fork import overlay
-
-        overlay.install()
+        self._callback(module)
 
     def __getattr__(self, name):
         return getattr(self._loader, name)
+
+
+def _install_overlay(_ray_module) -> None:
+    from rllib._fork import overlay
+
+    overlay.install()
 
 
 class ForkFinder:
     """A ``sys.meta_path`` finder that only answers for a handful of names."""
 
     _new_modules = {registry.upstream_name(m): m for m in registry.NEW_MODULES}
+    _replacing_modules = frozenset(registry.REPLACING_MODULES)
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def loading_before_upstream(self) -> set:
+        """Fork modules this thread is loading ahead of their upstream module."""
+        names = getattr(self._local, "names", None)
+        if names is None:
+            names = self._local.names = set()
+        return names
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname == "ray":
-            return self._ray_spec(path, target)
+            return self._wrapped_spec("ray", path, target, _install_overlay)
         if fullname in self._new_modules and ray_version_supported():
             from importlib.machinery import ModuleSpec
 
             return ModuleSpec(fullname, _AliasLoader(self._new_modules[fullname]))
+        if fullname in self._replacing_modules:
+            return self._upstream_first_spec(fullname, path, target)
         return None
 
-    def _ray_spec(self, path, target):
+    def _upstream_first_spec(self, fullname, path, target):
+        """Imports the upstream module first; applies the fork module after it ran.
+
+        The upstream module's post-import hook skips ``fullname`` meanwhile: the
+        fork module would still be half-initialized.
+        """
+        pending = self.loading_before_upstream()
+        if fullname in pending or not ray_version_supported():
+            return None
+        import importlib
+
+        upstream = registry.upstream_name(fullname)
+        pending.add(fullname)
+        try:
+            importlib.import_module(upstream)
+        finally:
+            pending.discard(fullname)
+
+        def apply(fork_module):
+            from rllib._fork import overlay
+
+            overlay.apply(fullname, sys.modules[upstream])
+
+        return self._wrapped_spec(fullname, path, target, apply)
+
+    def _wrapped_spec(self, fullname, path, target, callback):
+        """The spec the other finders give, with ``callback`` run after exec."""
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
-            spec = finder.find_spec("ray", path, target)
+            spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None:
-                    spec.loader = _RayImportTrigger(spec.loader)
+                    spec.loader = _CallAfterExec(spec.loader, callback)
                 return spec
         return None
 
 
+_finder = None
+
+
+def is_loading_before_upstream(fork_module: str) -> bool:
+    """Whether ``fork_module`` is being imported ahead of its upstream module."""
+    return _finder is not None and fork_module in _finder.loading_before_upstream()
+
+
 def arm() -> None:
     """Arms the overlay in this process unless ``RLLIB_FORK_DISABLE`` is set."""
-    global _armed
+    global _armed, _finder
     if _armed or disabled_by_env():
         return
     _armed = True
-    sys.meta_path.insert(0, ForkFinder())
+    _finder = ForkFinder()
+    sys.meta_path.insert(0, _finder)
     if "ray" in sys.modules:
         # Armed late (e.g. from a test or `python -m`): install right away.
         from rllib._fork import overlay

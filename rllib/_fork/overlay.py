@@ -62,6 +62,8 @@ def _hook_for(fork_module: str):
 
 def apply(fork_module_name: str, upstream_module) -> None:
     """Replaces every name in ``fork_module.REPLACES`` on ``upstream_module``."""
+    if boot.is_loading_before_upstream(fork_module_name):
+        return  # Applied by the boot finder once the fork module has run.
     fork_module = importlib.import_module(fork_module_name)
     for dotted, replacement in fork_module.REPLACES.items():
         owner, attr = _resolve_owner(upstream_module, dotted)

@@ -10,10 +10,27 @@ SUPPORTED_RAY_VERSIONS = "2.60.*"
 SUPPORTED_RAY_PREFIX = "2.60."
 
 #: Fork modules that replace names inside an existing upstream module.
-REPLACING_MODULES = ("rllib.utils.postprocessing.value_predictions",)
+REPLACING_MODULES = (
+    "rllib.utils.postprocessing.value_predictions",
+    "rllib.connectors.learner.general_advantage_estimation",
+    "rllib.core.learner.learner",
+    "rllib.offline.offline_prelearner",
+    "rllib.utils",
+    "rllib.env.utils.infinite_lookback_buffer",
+    "rllib.core.learner.differentiable_learner",
+    "rllib.core.learner.torch.torch_learner",
+    "rllib.core.learner.torch.torch_differentiable_learner",
+    "rllib.offline.offline_evaluation_runner",
+    "rllib.offline.offline_policy_evaluation_runner",
+    "rllib.offline.offline_env_runner",
+)
 
 #: Fork modules that are new upstream: importable as ``ray.<name>`` too.
-NEW_MODULES = ()
+NEW_MODULES = (
+    "rllib.offline.episode_writer",
+    "rllib.offline.episode_reader",
+    "rllib.core.learner.batch_conversion",
+)
 
 
 def upstream_name(fork_module: str) -> str:

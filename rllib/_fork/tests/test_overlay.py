@@ -1,6 +1,7 @@
 """The overlay: armed in every process, off when disabled, guarded by version."""
 
 import importlib
+import inspect
 import json
 import os
 import subprocess
@@ -117,9 +118,12 @@ def test_every_replacement_is_applied():
     for fork_module, dotted in _all_replacements():
         upstream = importlib.import_module(registry.upstream_name(fork_module))
         fork = importlib.import_module(fork_module)
-        obj = upstream
-        for part in dotted.split("."):
-            obj = getattr(obj, part)
+        *parents, attr = dotted.split(".")
+        owner = upstream
+        for part in parents:
+            owner = getattr(owner, part)
+        # Static lookup: a replaced staticmethod/classmethod stays wrapped.
+        obj = inspect.getattr_static(owner, attr)
         assert obj is fork.REPLACES[dotted], f"{dotted} not applied"
 
 

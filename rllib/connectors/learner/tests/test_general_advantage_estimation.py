@@ -1,0 +1,127 @@
+"""Device-aware GAE: live weights, device placement, masked standardization."""
+
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from ray.rllib.algorithms.marwil import MARWILConfig
+from ray.rllib.core.columns import Columns
+from ray.rllib.evaluation.postprocessing import Postprocessing
+from rllib.connectors.learner.general_advantage_estimation import (
+    GeneralAdvantageEstimation,
+    add_advantages_to_module_batch,
+    standardize,
+)
+from rllib.utils.postprocessing.tests.test_value_predictions import (
+    reference_value_targets,
+)
+
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"),
+    ),
+]
+
+
+def _module(device):
+    env = gym.make("CartPole-v1")
+    spec = MARWILConfig().get_default_rl_module_spec()
+    spec.observation_space = env.observation_space
+    spec.action_space = env.action_space
+    spec.model_config = {"fcnet_hiddens": [16]}
+    return spec.build().to(device)
+
+
+def _batch(n, device, seed=0):
+    rng = np.random.default_rng(seed)
+    terminateds = np.zeros(n, dtype=np.float32)
+    truncateds = np.zeros(n, dtype=np.float32)
+    terminateds[n // 2] = 1.0
+    truncateds[-2] = 1.0
+    loss_mask = np.ones(n, dtype=bool)
+    loss_mask[[n // 2 + 1, n - 1]] = False
+    columns = {
+        Columns.OBS: rng.normal(size=(n, 4)).astype(np.float32),
+        Columns.REWARDS: rng.normal(size=n).astype(np.float32),
+        Columns.TERMINATEDS: terminateds,
+        Columns.TRUNCATEDS: truncateds,
+        Columns.LOSS_MASK: loss_mask,
+    }
+    return {k: torch.from_numpy(v).to(device) for k, v in columns.items()}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_results_match_reference_and_stay_on_device(device):
+    module = _module(device)
+    batch = _batch(12, device)
+    add_advantages_to_module_batch(module, batch, gamma=0.9, lambda_=0.8)
+
+    for key in (Postprocessing.ADVANTAGES, Postprocessing.VALUE_TARGETS):
+        assert isinstance(batch[key], torch.Tensor)
+        assert batch[key].device.type == device
+        assert not batch[key].requires_grad
+
+    with torch.no_grad():
+        values = module.compute_values(batch).cpu().numpy()
+    expected = reference_value_targets(
+        values,
+        batch[Columns.REWARDS].cpu().numpy(),
+        batch[Columns.TERMINATEDS].cpu().numpy(),
+        batch[Columns.TRUNCATEDS].cpu().numpy(),
+        0.9,
+        0.8,
+    )
+    torch.testing.assert_close(
+        batch[Postprocessing.VALUE_TARGETS].cpu(), torch.from_numpy(expected)
+    )
+    valid = batch[Columns.LOSS_MASK].cpu().numpy()
+    raw = expected - values
+    standardized = (raw - raw[valid].mean()) / raw[valid].std()
+    torch.testing.assert_close(
+        batch[Postprocessing.ADVANTAGES].cpu(),
+        torch.from_numpy(standardized.astype(np.float32)),
+    )
+
+
+def test_changing_weights_changes_targets():
+    module = _module("cpu")
+    before = _batch(20, "cpu")
+    add_advantages_to_module_batch(module, before, gamma=0.99, lambda_=1.0)
+    with torch.no_grad():
+        for param in module.parameters():
+            param.add_(0.5)
+    after = _batch(20, "cpu")
+    add_advantages_to_module_batch(module, after, gamma=0.99, lambda_=1.0)
+    assert not torch.allclose(
+        before[Postprocessing.VALUE_TARGETS], after[Postprocessing.VALUE_TARGETS]
+    )
+
+
+def test_standardize_ignores_masked_steps():
+    x = torch.tensor([1.0, 2.0, 3.0, 1000.0, -500.0])
+    valid = torch.tensor([True, True, True, False, False])
+    out = standardize(x, valid)
+    torch.testing.assert_close(out[:3], (x[:3] - 2.0) / x[:3].std(unbiased=False))
+    # Changing masked values does not move the statistics.
+    x2 = x.clone()
+    x2[3:] = 7.0
+    torch.testing.assert_close(standardize(x2, valid)[:3], out[:3])
+    # Without a mask all steps count.
+    torch.testing.assert_close(
+        standardize(x), (x - x.mean()) / x.std(unbiased=False)
+    )
+
+
+def test_connector_is_the_pipeline_class():
+    from ray.rllib.connectors.learner import GeneralAdvantageEstimation as upstream
+
+    assert upstream is GeneralAdvantageEstimation
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main(["-v", __file__]))
