@@ -133,12 +133,12 @@ def run_one(args):
             action_space=env.action_space,
         )
         .learners(num_learners=0)
-        .training(train_batch_size_per_learner=args.batch_size, beta=1.0, lr=3e-4)
+        .training(train_batch_size_per_learner=args.batch_size, beta=1.0, lr=args.lr)
         .offline_data(
             input_=[data_dir],
             input_read_episodes=True,
             input_read_batch_size=16,
-            dataset_num_iters_per_learner=1,
+            dataset_num_iters_per_learner=args.updates_per_iteration,
         )
     )
     algo = config.build_algo()
@@ -183,11 +183,13 @@ def run_one(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=40)
-    parser.add_argument("--report-every", type=int, default=10)
+    parser.add_argument("--iterations", type=int, default=8)
+    parser.add_argument("--report-every", type=int, default=2)
     parser.add_argument("--episodes", type=int, default=40)
     parser.add_argument("--epsilon", type=float, default=0.1)
     parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--lr", type=float, default=8e-4)
+    parser.add_argument("--updates-per-iteration", type=int, default=25)
     parser.add_argument("--eval-episodes", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
@@ -214,8 +216,10 @@ def main():
         f"MARWIL on {args.episodes} CartPole episodes (epsilon={args.epsilon}), "
         f"batch {args.batch_size}, mean return-to-go {fk['mean_return_to_go']:.1f}"
     )
-    print(f"{'iteration':>9} | {'EV upstream':>11} {'EV fork':>8} | "
-          f"{'V upstream':>10} {'V fork':>7}")
+    print(
+        f"{'iteration':>9} | {'EV upstream':>11} {'EV fork':>8} | "
+        f"{'V upstream':>10} {'V fork':>7}"
+    )
     for u, f in zip(up["curve"], fk["curve"]):
         print(
             f"{u['iteration']:>9} | {u['explained_variance']:>11.3f} "

@@ -23,6 +23,7 @@ REPLACING_MODULES = (
     "rllib.offline.offline_evaluation_runner",
     "rllib.offline.offline_policy_evaluation_runner",
     "rllib.offline.offline_env_runner",
+    "rllib.algorithms.marwil.marwil",
 )
 
 #: Fork modules that are new upstream: importable as ``ray.<name>`` too.

@@ -121,16 +121,35 @@ def add_advantages_to_module_batch(
         lambda_=lambda_,
     )
     advantages = value_targets - values
-    valid = (
-        unpad(column(Columns.LOSS_MASK, torch.bool))
-        if Columns.LOSS_MASK in module_batch
-        else None
-    )
+    valid = None
+    if Columns.LOSS_MASK in module_batch:
+        valid = _mask_cut_tail(
+            column(Columns.LOSS_MASK, torch.bool),
+            column(Columns.TERMINATEDS, torch.bool),
+            column(Columns.TRUNCATEDS, torch.bool),
+        )
+        if padding is None:
+            module_batch[Columns.LOSS_MASK] = valid
+        valid = unpad(valid)
     advantages = standardize(advantages, valid)
 
     repad = padding.repad if padding else (lambda x: x)
     module_batch[Postprocessing.ADVANTAGES] = repad(advantages)
     module_batch[Postprocessing.VALUE_TARGETS] = repad(value_targets)
+
+
+def _mask_cut_tail(loss_mask, terminateds, truncateds):
+    """Masks a last step whose segment continues beyond the batch.
+
+    Ray Data may cut a train batch inside an episode segment. The segment's
+    last step in this batch then has no bootstrap value here, so its target
+    would be wrong; it leaves the loss. An intact batch ends with the
+    (already masked) bootstrap step or a terminated/truncated step.
+    """
+    if loss_mask.dim() != 1 or loss_mask.shape[0] == 0:
+        return loss_mask
+    ends_segment = terminateds[-1:] | truncateds[-1:]
+    return torch.cat([loss_mask[:-1], loss_mask[-1:] & ends_segment])
 
 
 def standardize(x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:

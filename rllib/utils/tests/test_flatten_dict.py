@@ -5,7 +5,6 @@ import sys
 import numpy as np
 import pytest
 import tree
-
 from ray.rllib.utils import flatten_dict as ray_flatten_dict
 from ray.rllib.utils import unflatten_dict as ray_unflatten_dict
 from ray.rllib.utils.minibatch_utils import unflatten_dict as minibatch_unflatten

@@ -6,10 +6,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
 from ray.rllib.algorithms.marwil import MARWILConfig
 from ray.rllib.core.columns import Columns
 from ray.rllib.evaluation.postprocessing import Postprocessing
+
 from rllib.connectors.learner.general_advantage_estimation import (
     GeneralAdvantageEstimation,
     add_advantages_to_module_batch,
@@ -112,9 +112,24 @@ def test_standardize_ignores_masked_steps():
     x2[3:] = 7.0
     torch.testing.assert_close(standardize(x2, valid)[:3], out[:3])
     # Without a mask all steps count.
+    torch.testing.assert_close(standardize(x), (x - x.mean()) / x.std(unbiased=False))
+
+
+def test_batch_cut_inside_a_segment_masks_its_last_step():
+    module = _module("cpu")
+    batch = _batch(10, "cpu")
+    # Cut after step 4: a real step whose segment goes on.
+    cut = {k: v[:5].clone() for k, v in batch.items()}
+    assert bool(cut[Columns.LOSS_MASK][-1])
+    add_advantages_to_module_batch(module, cut, gamma=0.9, lambda_=0.8)
+    assert not bool(cut[Columns.LOSS_MASK][-1])
     torch.testing.assert_close(
-        standardize(x), (x - x.mean()) / x.std(unbiased=False)
+        cut[Columns.LOSS_MASK][:-1], batch[Columns.LOSS_MASK][:4]
     )
+    # An intact batch keeps its mask.
+    intact = _batch(10, "cpu")
+    add_advantages_to_module_batch(module, intact, gamma=0.9, lambda_=0.8)
+    torch.testing.assert_close(intact[Columns.LOSS_MASK], batch[Columns.LOSS_MASK])
 
 
 def test_connector_is_the_pipeline_class():

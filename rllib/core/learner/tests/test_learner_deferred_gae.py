@@ -10,7 +10,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-
 from ray.rllib.algorithms.marwil import MARWILConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
@@ -18,6 +17,7 @@ from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
+
 from rllib.connectors.learner import general_advantage_estimation as gae_module
 
 ENV = gym.make("CartPole-v1")
@@ -100,6 +100,10 @@ def test_prelearner_runs_no_value_pass(episode_dir, monkeypatch):
     assert any(k.endswith(Columns.REWARDS) for k in keys), keys
     assert not any(k.endswith(Postprocessing.ADVANTAGES) for k in keys), keys
     assert not any(k.endswith(Postprocessing.VALUE_TARGETS) for k in keys), keys
+    # Contiguous segments, not one-step slices: few bootstrap steps per batch.
+    loss_mask = next(v for k, v in out.items() if k.endswith(Columns.LOSS_MASK))
+    segments = int((~np.asarray(loss_mask, dtype=bool)).sum())
+    assert 0 < segments < len(loss_mask) / 4, (segments, len(loss_mask))
 
 
 @pytest.mark.ray

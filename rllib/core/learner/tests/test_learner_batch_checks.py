@@ -1,0 +1,148 @@
+"""`_make_batch_if_necessary` converts by the whole nested batch (no Ray)."""
+
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+import tree
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.differentiable_learner import DifferentiableLearner
+from ray.rllib.core.learner.learner import Learner
+from ray.rllib.core.learner.torch.torch_differentiable_learner import (
+    TorchDifferentiableLearner,
+)
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.core.learner.training_data import TrainingData
+from ray.rllib.offline.offline_evaluation_runner import OfflineEvaluationRunner
+from ray.rllib.offline.offline_policy_evaluation_runner import (
+    OfflinePolicyEvaluationRunner,
+)
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+from rllib.core.learner import learner as fork_learner
+from rllib.core.learner.torch import torch_learner as fork_torch_learner
+
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"),
+    ),
+]
+
+
+def _stub_learner(device):
+    """The attributes `_make_batch_if_necessary` uses, nothing else."""
+    stub = types.SimpleNamespace(
+        _device=torch.device(device),
+        module={DEFAULT_MODULE_ID: None},
+        _learner_connector=None,
+        conversions=0,
+    )
+
+    def convert(batch):
+        stub.conversions += 1
+        return fork_torch_learner._convert_batch_type(stub, batch)
+
+    stub._convert_batch_type = convert
+    return stub
+
+
+def _tuple_batch(leaf_fn):
+    return SampleBatch(
+        {
+            Columns.OBS: (leaf_fn((4, 2)), {"deep": leaf_fn((4, 1))}),
+            Columns.ACTIONS: leaf_fn((4,)),
+        }
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("wrap", ["sample_batch", "multi_agent"])
+def test_numpy_tuple_obs_is_converted_with_structure(device, wrap):
+    stub = _stub_learner(device)
+    batch = _tuple_batch(lambda s: np.zeros(s, np.float32))
+    if wrap == "multi_agent":
+        batch = MultiAgentBatch({DEFAULT_MODULE_ID: batch}, env_steps=4)
+    out = fork_learner._make_batch_if_necessary(stub, TrainingData(batch=batch))
+    assert stub.conversions == 1
+    obs = out.policy_batches[DEFAULT_MODULE_ID][Columns.OBS]
+    assert isinstance(obs, tuple)
+    for leaf in tree.flatten(out.policy_batches):
+        assert isinstance(leaf, torch.Tensor)
+        assert leaf.device.type == torch.device(device).type
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_tensor_batch_on_device_is_passed_through(device):
+    stub = _stub_learner(device)
+    batch = MultiAgentBatch(
+        {DEFAULT_MODULE_ID: _tuple_batch(lambda s: torch.zeros(s, device=device))},
+        env_steps=4,
+    )
+    out = fork_learner._make_batch_if_necessary(stub, TrainingData(batch=batch))
+    assert out is batch
+    assert stub.conversions == 0
+
+
+def test_numpy_leaf_outside_obs_triggers_conversion():
+    # Upstream's DifferentiableLearner only looked at `obs`.
+    stub = _stub_learner("cpu")
+    sample = _tuple_batch(torch.zeros)
+    sample[Columns.ACTIONS] = np.zeros(4)
+    batch = MultiAgentBatch({DEFAULT_MODULE_ID: sample}, env_steps=4)
+    out = fork_learner._make_batch_if_necessary(stub, TrainingData(batch=batch))
+    assert stub.conversions == 1
+    assert isinstance(
+        out.policy_batches[DEFAULT_MODULE_ID][Columns.ACTIONS], torch.Tensor
+    )
+
+
+def test_wrong_device_leaf_triggers_conversion():
+    stub = _stub_learner("cpu")
+    sample = _tuple_batch(torch.zeros)
+    sample[Columns.OBS] = (
+        torch.zeros(4, 2, device="meta"),
+        {"deep": torch.zeros(4, 1)},
+    )
+    batch = MultiAgentBatch({DEFAULT_MODULE_ID: sample}, env_steps=4)
+    seen = []
+    stub._convert_batch_type = lambda b: seen.append(b) or b
+    fork_learner._make_batch_if_necessary(stub, TrainingData(batch=batch))
+    assert seen == [batch]
+
+
+def test_sample_batch_for_multi_module_learner_is_rejected():
+    stub = _stub_learner("cpu")
+    stub.module = {"a": None, "b": None}
+    with pytest.raises(ValueError, match="has 2 sub-modules"):
+        fork_learner._make_batch_if_necessary(
+            stub, TrainingData(batch=_tuple_batch(np.zeros))
+        )
+
+
+def test_episodes_without_connector_are_rejected():
+    stub = _stub_learner("cpu")
+    with pytest.raises(ValueError, match="no LearnerConnector pipeline"):
+        fork_learner._make_batch_if_necessary(stub, TrainingData(episodes=[]))
+
+
+def test_one_check_and_one_conversion_path_everywhere():
+    check = fork_learner._make_batch_if_necessary
+    assert Learner._make_batch_if_necessary is check
+    assert DifferentiableLearner._make_batch_if_necessary is check
+    assert TorchLearner._make_batch_if_necessary is check
+    modules = {
+        TorchLearner._convert_batch_type.__module__,
+        TorchDifferentiableLearner._convert_batch_type.__module__,
+        OfflineEvaluationRunner._convert_batch_type.__module__,
+        OfflinePolicyEvaluationRunner._convert_batch_type.__module__,
+    }
+    assert all(m.startswith("rllib.") for m in modules), modules
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main(["-v", __file__]))

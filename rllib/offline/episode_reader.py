@@ -1,0 +1,317 @@
+"""Reads recorded `SingleAgentEpisode`s back from parquet files.
+
+Reads the files `ray.rllib.offline.episode_writer.EpisodeWriter` writes, and
+also files that hold only an `item` column of `msgpack` + `msgpack_numpy`
+episode states: upstream's recorder (`output_write_episodes=True`) and the
+common `ray.data.from_items(payloads).write_parquet(...)` recipe.
+
+Example:
+
+.. testcode::
+    :skipif: True
+
+    from ray.rllib.offline.episode_reader import read_episodes, read_spaces
+
+    observation_space, action_space = read_spaces("/tmp/cartpole-episodes")
+    returns = [ep.get_return() for ep in read_episodes("/tmp/cartpole-episodes")]
+"""
+
+import json
+import os
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import gymnasium as gym
+import pyarrow.fs as pa_fs
+import pyarrow.parquet as pq
+from ray.rllib.core.columns import Columns
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.rllib.offline.episode_writer import (
+    FORMAT_VERSION,
+    ITEM_COLUMN,
+    METADATA_KEY,
+    decompress_payload,
+    resolve_filesystem,
+    space_from_json,
+)
+from ray.util.annotations import PublicAPI
+
+PathLike = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
+
+
+def _is_hidden(path: str) -> bool:
+    return os.path.basename(path.rstrip("/")).startswith((".", "_"))
+
+
+@PublicAPI(stability="alpha")
+def list_episode_files(
+    path: PathLike, *, filesystem: Optional[pa_fs.FileSystem] = None
+) -> Tuple[pa_fs.FileSystem, List[str]]:
+    """Lists the parquet files under one or more files or directories.
+
+    Directories are searched recursively; names starting with "." or "_"
+    (temporary or marker files) are skipped, as Ray Data does.
+
+    Args:
+        path: A file, a directory, or a list of them (local paths or URIs).
+        filesystem: A `pyarrow.fs.FileSystem`; None infers it from `path`.
+
+    Returns:
+        `(filesystem, sorted file paths)`.
+
+    Raises:
+        FileNotFoundError: If a path does not exist or holds no parquet file.
+    """
+    paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    files = []
+    fs = filesystem
+    for one in paths:
+        fs, resolved = resolve_filesystem(one, filesystem)
+        info = fs.get_file_info(resolved)
+        if info.type == pa_fs.FileType.File:
+            files.append(resolved)
+        elif info.type == pa_fs.FileType.Directory:
+            selector = pa_fs.FileSelector(resolved, recursive=True)
+            found = [
+                f.path
+                for f in fs.get_file_info(selector)
+                if f.type == pa_fs.FileType.File
+                and f.path.endswith(".parquet")
+                and not any(
+                    _is_hidden(part)
+                    for part in os.path.relpath(f.path, resolved).split(os.sep)
+                )
+            ]
+            if not found:
+                raise FileNotFoundError(
+                    f"No parquet files under `{one}`. Pass the directory the "
+                    "`EpisodeWriter` (or the recorder) wrote to."
+                )
+            files.extend(sorted(found))
+        else:
+            raise FileNotFoundError(f"Episode path `{one}` does not exist.")
+    return fs, files
+
+
+@PublicAPI(stability="alpha")
+def read_file_metadata(
+    path: str, *, filesystem: Optional[pa_fs.FileSystem] = None
+) -> Optional[Dict[str, Any]]:
+    """Returns the episode metadata of one parquet file, None if it has none.
+
+    Files from upstream's recorder or hand-rolled writers carry none.
+
+    Raises:
+        ValueError: If the file was written in a newer format version, or its
+            metadata is not valid JSON.
+    """
+    fs, resolved = resolve_filesystem(path, filesystem)
+    with fs.open_input_file(resolved) as handle:
+        schema = pq.read_schema(handle)
+    raw = (schema.metadata or {}).get(METADATA_KEY)
+    if raw is None:
+        return None
+    try:
+        metadata = json.loads(raw)
+    except ValueError as error:
+        raise ValueError(
+            f"Episode file `{path}`: the `{METADATA_KEY.decode()}` schema metadata "
+            f"is not valid JSON ({error}). Re-write the file with `EpisodeWriter`."
+        ) from error
+    version = metadata.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(
+            f"Episode file `{path}` has format version {version!r}; this reader "
+            f"understands versions up to {FORMAT_VERSION}. Upgrade rllib-fork."
+        )
+    return metadata
+
+
+@PublicAPI(stability="alpha")
+def spaces_from_metadata(
+    metadata: Optional[Dict[str, Any]],
+) -> Tuple[Optional[gym.Space], Optional[gym.Space]]:
+    """Returns `(observation_space, action_space)` from file metadata."""
+    if not metadata:
+        return None, None
+    obs = metadata.get("observation_space")
+    act = metadata.get("action_space")
+    return (
+        space_from_json(obs) if obs is not None else None,
+        space_from_json(act) if act is not None else None,
+    )
+
+
+@PublicAPI(stability="alpha")
+def read_spaces(
+    path: PathLike, *, filesystem: Optional[pa_fs.FileSystem] = None
+) -> Tuple[Optional[gym.Space], Optional[gym.Space]]:
+    """Returns the observation and action spaces recorded with the episodes.
+
+    Args:
+        path: A file, a directory, or a list of them.
+        filesystem: A `pyarrow.fs.FileSystem`; None infers it from `path`.
+
+    Returns:
+        `(observation_space, action_space)`; an entry is None where no file
+        recorded that space.
+
+    Raises:
+        ValueError: If two files record different spaces (both are named).
+    """
+    fs, files = list_episode_files(path, filesystem=filesystem)
+    found: Dict[str, Tuple[gym.Space, str]] = {}
+    for file in files:
+        spaces = spaces_from_metadata(read_file_metadata(file, filesystem=fs))
+        for name, space in zip(("observation_space", "action_space"), spaces):
+            if space is None:
+                continue
+            if name not in found:
+                found[name] = (space, file)
+            elif found[name][0] != space:
+                raise ValueError(
+                    f"Episode files disagree on the `{name}`: `{found[name][1]}` "
+                    f"records {found[name][0]}, `{file}` records {space}. Read "
+                    "them separately, or keep one kind of episode per directory."
+                )
+    return (
+        found.get("observation_space", (None,))[0],
+        found.get("action_space", (None,))[0],
+    )
+
+
+def _restore_structure(space: Optional[gym.Space], value: Any) -> Any:
+    """Turns lists back into tuples where `space` has a Tuple (msgpack drops them)."""
+    if isinstance(space, gym.spaces.Tuple) and isinstance(value, (list, tuple)):
+        if len(value) == len(space.spaces):
+            return tuple(_restore_structure(s, v) for s, v in zip(space.spaces, value))
+        return value
+    if isinstance(space, gym.spaces.Dict) and isinstance(value, dict):
+        return {k: _restore_structure(space.spaces.get(k), v) for k, v in value.items()}
+    return value
+
+
+def _restore_buffer(buffer, space: Optional[gym.Space]) -> None:
+    if not isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict)):
+        return
+    if isinstance(buffer.data, list):
+        buffer.data = [_restore_structure(space, item) for item in buffer.data]
+    else:  # A numpy buffer holds one batched structure.
+        buffer.data = _restore_structure(space, buffer.data)
+
+
+@PublicAPI(stability="alpha")
+def decode_episode(
+    payload: bytes,
+    *,
+    observation_space: Optional[gym.Space] = None,
+    action_space: Optional[gym.Space] = None,
+) -> SingleAgentEpisode:
+    """Rebuilds an episode from an `item` payload (compressed or not).
+
+    Args:
+        payload: The bytes of one `item` cell.
+        observation_space: If given (or recorded in the episode), Tuple
+            observations come back as tuples rather than lists.
+        action_space: Same for actions.
+
+    Returns:
+        The `SingleAgentEpisode`.
+    """
+    import msgpack
+    import msgpack_numpy as mnp
+
+    state = msgpack.unpackb(decompress_payload(payload), object_hook=mnp.decode)
+    episode = SingleAgentEpisode.from_state(state)
+    _restore_buffer(
+        episode.observations, observation_space or episode.observation_space
+    )
+    _restore_buffer(episode.actions, action_space or episode.action_space)
+    return episode
+
+
+def describe_row(
+    index: int,
+    episode_id: Optional[str] = None,
+    file: Optional[str] = None,
+) -> str:
+    """Words that locate one row, for error messages."""
+    words = f"row {index}"
+    if file:
+        words += f" of file `{file}`"
+    if episode_id:
+        words += f" (episode id `{episode_id}`)"
+    return words
+
+
+@PublicAPI(stability="alpha")
+def read_episodes(
+    path: PathLike,
+    *,
+    filesystem: Optional[pa_fs.FileSystem] = None,
+    batch_size: int = 64,
+) -> Iterator[SingleAgentEpisode]:
+    """Yields the episodes stored under `path`, file by file.
+
+    Reads `batch_size` rows at a time, so memory stays bounded.
+
+    Args:
+        path: A file, a directory, or a list of them (local paths or URIs).
+        filesystem: A `pyarrow.fs.FileSystem`; None infers it from `path`.
+        batch_size: Rows read per batch.
+
+    Yields:
+        `SingleAgentEpisode`s (not numpy-ized: as they were written).
+
+    Raises:
+        ValueError: If a file has no `item` column, or a row cannot be decoded
+            (the message names the file, the row and, if known, the episode id).
+    """
+    fs, files = list_episode_files(path, filesystem=filesystem)
+    for file in files:
+        obs_space, act_space = spaces_from_metadata(
+            read_file_metadata(file, filesystem=fs)
+        )
+        with fs.open_input_file(file) as handle:
+            parquet = pq.ParquetFile(handle)
+            names = parquet.schema_arrow.names
+            if ITEM_COLUMN not in names:
+                raise ValueError(
+                    f"`{file}` has no `{ITEM_COLUMN}` column (columns: {names}); it "
+                    "does not hold recorded episodes. For tabular data use "
+                    "`input_read_episodes=False`."
+                )
+            columns = [c for c in (ITEM_COLUMN, Columns.EPS_ID) if c in names]
+            row = 0
+            for batch in parquet.iter_batches(batch_size=batch_size, columns=columns):
+                items = batch.column(ITEM_COLUMN).to_pylist()
+                ids = (
+                    batch.column(Columns.EPS_ID).to_pylist()
+                    if Columns.EPS_ID in columns
+                    else [None] * len(items)
+                )
+                for payload, episode_id in zip(items, ids):
+                    try:
+                        episode = decode_episode(
+                            payload,
+                            observation_space=obs_space,
+                            action_space=act_space,
+                        )
+                    except Exception as error:
+                        raise ValueError(
+                            f"Cannot decode {describe_row(row, episode_id, file)}: "
+                            f"{type(error).__name__}: {error}. The `item` column "
+                            "must hold msgpack + msgpack_numpy of "
+                            "`SingleAgentEpisode.get_state()`; re-write or drop "
+                            "this row."
+                        ) from error
+                    yield episode
+                    row += 1
+
+
+__all__ = [
+    "decode_episode",
+    "list_episode_files",
+    "read_episodes",
+    "read_file_metadata",
+    "read_spaces",
+]

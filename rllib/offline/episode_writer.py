@@ -1,0 +1,865 @@
+"""Writes finished `SingleAgentEpisode`s to parquet files RLlib trains on.
+
+Each row of a file holds one episode: the binary column `item` carries
+`msgpack` + `msgpack_numpy` of `episode.get_state()`, the layout that
+`AlgorithmConfig.offline_data(input_read_episodes=True)` reads. Two small
+columns (`eps_id`, `env_steps`) make rows identifiable without decoding them.
+The observation and action spaces go, as JSON, into the parquet schema
+metadata under the key `rllib.episodes` together with a format version.
+
+A payload may be compressed (`compression="zstd"`, ...). A compressed payload
+starts with the byte 0xC1, which msgpack never emits, followed by a short
+header, so readers tell compressed and plain payloads apart by their first
+bytes. Stock RLlib reads plain payloads only; the fork reads both.
+
+Example:
+
+.. testcode::
+
+    import gymnasium as gym
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+    from ray.rllib.offline.episode_writer import EpisodeWriter
+
+    env = gym.make("CartPole-v1")
+    with EpisodeWriter(
+        "/tmp/cartpole-episodes",
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+    ) as writer:
+        obs, info = env.reset(seed=0)
+        episode = SingleAgentEpisode(observations=[obs], infos=[info])
+        done = False
+        while not done:
+            action = int(obs[2] + obs[3] > 0)
+            obs, reward, terminated, truncated, info = env.step(action)
+            episode.add_env_step(
+                obs, action, reward, infos=info,
+                terminated=terminated, truncated=truncated,
+            )
+            done = terminated or truncated
+        writer.write(episode)
+    print(len(writer.files))
+"""
+
+import json
+import logging
+import os
+import struct
+import uuid
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+import gymnasium as gym
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pa_fs
+import pyarrow.parquet as pq
+import tree
+from ray.rllib.core.columns import Columns
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.util.annotations import PublicAPI
+
+logger = logging.getLogger(__name__)
+
+#: Version of the file layout this module writes. Readers refuse newer ones.
+FORMAT_VERSION = 1
+#: Key of the JSON document in the parquet schema metadata.
+METADATA_KEY = b"rllib.episodes"
+#: Column with the serialized episode (the name stock RLlib reads).
+ITEM_COLUMN = "item"
+#: Column with the episode's length in env steps.
+ENV_STEPS_COLUMN = "env_steps"
+
+#: Prefix of compressed payloads. 0xC1 is the one byte msgpack never uses.
+_COMPRESSED_MAGIC = b"\xc1rlz"
+_CODEC_IDS = {"zstd": 1, "lz4": 2, "gzip": 3, "brotli": 4}
+_CODEC_NAMES = {v: k for k, v in _CODEC_IDS.items()}
+_HEADER = struct.Struct("<BQ")  # codec id, uncompressed size
+
+_DEFAULT_MAX_ROWS_PER_FILE = 1000
+_DEFAULT_BUFFER_BYTES = 32 * 1024 * 1024
+
+
+# ---------------------------------------------------------------------------
+# Spaces <-> JSON.
+# ---------------------------------------------------------------------------
+
+
+def _json_number(value: Any) -> Any:
+    """A JSON-safe scalar: non-finite floats become the strings 'inf', 'nan'."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return "nan" if np.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def _encode_bound(bound: np.ndarray) -> Any:
+    """Encodes a Box bound as one scalar when uniform, else as nested lists."""
+    bound = np.asarray(bound)
+    if bound.dtype.kind == "f":
+        bound = bound.astype(np.float64)
+    flat = bound.reshape(-1)
+    if flat.size and (
+        np.all(flat == flat[0]) or (bound.dtype.kind == "f" and np.all(np.isnan(flat)))
+    ):
+        return _json_number(flat[0].item())
+    return tree.map_structure(_json_number, bound.tolist())
+
+
+def _decode_bound(value: Any, dtype: np.dtype, shape: Tuple[int, ...]) -> np.ndarray:
+    if np.dtype(dtype).kind == "f":
+        as_float = np.frompyfunc(float, 1, 1)
+        array = np.asarray(as_float(np.array(value, dtype=object)), dtype=np.float64)
+    else:
+        array = np.array(value)
+    return np.broadcast_to(array.astype(dtype), shape).copy()
+
+
+@PublicAPI(stability="alpha")
+def space_to_json(space: gym.Space) -> Dict[str, Any]:
+    """Encodes a gymnasium space as a JSON-serializable dict, recursively.
+
+    Args:
+        space: A `Box`, `Discrete`, `MultiDiscrete`, `MultiBinary`, or a `Dict`
+            or `Tuple` of these (nested to any depth).
+
+    Returns:
+        A dict with a `type` key; composite spaces nest their children.
+
+    Raises:
+        TypeError: If `space` (or a child of it) is of another type.
+    """
+    spaces = gym.spaces
+    if isinstance(space, spaces.Box):
+        return {
+            "type": "Box",
+            "shape": list(space.shape),
+            "dtype": np.dtype(space.dtype).name,
+            "low": _encode_bound(space.low),
+            "high": _encode_bound(space.high),
+        }
+    if isinstance(space, spaces.Discrete):
+        return {
+            "type": "Discrete",
+            "n": int(space.n),
+            "start": int(space.start),
+            "dtype": np.dtype(space.dtype).name,
+        }
+    if isinstance(space, spaces.MultiDiscrete):
+        return {
+            "type": "MultiDiscrete",
+            "nvec": np.asarray(space.nvec).tolist(),
+            "start": np.asarray(space.start).tolist(),
+            "dtype": np.dtype(space.dtype).name,
+        }
+    if isinstance(space, spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    if isinstance(space, spaces.Dict):
+        return {
+            "type": "Dict",
+            "spaces": {str(k): space_to_json(v) for k, v in space.spaces.items()},
+        }
+    if isinstance(space, spaces.Tuple):
+        return {"type": "Tuple", "spaces": [space_to_json(s) for s in space.spaces]}
+    raise TypeError(
+        f"Cannot record the space {space!r} (type `{type(space).__name__}`): "
+        "supported are Box, Discrete, MultiDiscrete, MultiBinary, and Dict or "
+        "Tuple spaces of these. Pass `observation_space=None` / "
+        "`action_space=None` to write episodes without a recorded space."
+    )
+
+
+@PublicAPI(stability="alpha")
+def space_from_json(spec: Dict[str, Any]) -> gym.Space:
+    """Rebuilds a gymnasium space from the output of `space_to_json`.
+
+    Args:
+        spec: The dict written by `space_to_json`.
+
+    Returns:
+        An equal gymnasium space.
+
+    Raises:
+        ValueError: If `spec` names an unknown space type.
+    """
+    spaces = gym.spaces
+    kind = spec.get("type")
+    if kind == "Box":
+        shape = tuple(spec["shape"])
+        dtype = np.dtype(spec["dtype"])
+        return spaces.Box(
+            low=_decode_bound(spec["low"], dtype, shape),
+            high=_decode_bound(spec["high"], dtype, shape),
+            shape=shape,
+            dtype=dtype,
+        )
+    if kind == "Discrete":
+        return spaces.Discrete(
+            spec["n"], start=spec.get("start", 0), dtype=spec.get("dtype", "int64")
+        )
+    if kind == "MultiDiscrete":
+        return spaces.MultiDiscrete(
+            np.asarray(spec["nvec"]),
+            start=np.asarray(spec["start"]),
+            dtype=spec.get("dtype", "int64"),
+        )
+    if kind == "MultiBinary":
+        return spaces.MultiBinary(spec["n"])
+    if kind == "Dict":
+        return spaces.Dict({k: space_from_json(v) for k, v in spec["spaces"].items()})
+    if kind == "Tuple":
+        return spaces.Tuple([space_from_json(s) for s in spec["spaces"]])
+    raise ValueError(
+        f"Unknown space type {kind!r} in recorded episode metadata: {spec!r}. "
+        "The file was written by a newer or foreign writer; upgrade rllib-fork."
+    )
+
+
+# ---------------------------------------------------------------------------
+# Payloads.
+# ---------------------------------------------------------------------------
+
+
+def _check_codec(compression: Optional[str]) -> Optional[str]:
+    if compression is None:
+        return None
+    if compression not in _CODEC_IDS:
+        raise ValueError(
+            f"Unknown payload `compression={compression!r}`; use one of "
+            f"{sorted(_CODEC_IDS)} or None."
+        )
+    codec = "lz4_frame" if compression == "lz4" else compression
+    if not pa.Codec.is_available(codec):
+        raise ValueError(
+            f"`compression={compression!r}` is not available in this pyarrow "
+            "build; pick another codec or None."
+        )
+    return compression
+
+
+def compress_payload(payload: bytes, compression: Optional[str]) -> bytes:
+    """Wraps a msgpack payload in the compressed envelope (or returns it as is)."""
+    if compression is None:
+        return payload
+    codec = "lz4_frame" if compression == "lz4" else compression
+    body = pa.compress(payload, codec=codec, asbytes=True)
+    header = _HEADER.pack(_CODEC_IDS[compression], len(payload))
+    return _COMPRESSED_MAGIC + header + body
+
+
+def decompress_payload(payload: bytes) -> bytes:
+    """Returns the msgpack bytes of a payload, compressed or not.
+
+    Raises:
+        ValueError: If the payload carries an unknown codec id.
+    """
+    if not payload[:4] == _COMPRESSED_MAGIC:
+        return payload
+    codec_id, size = _HEADER.unpack_from(payload, 4)
+    if codec_id not in _CODEC_NAMES:
+        raise ValueError(
+            f"Compressed episode payload with unknown codec id {codec_id}; it "
+            "was written by a newer writer. Upgrade rllib-fork."
+        )
+    name = _CODEC_NAMES[codec_id]
+    codec = "lz4_frame" if name == "lz4" else name
+    body = memoryview(payload)[4 + _HEADER.size :]
+    return pa.decompress(body, decompressed_size=size, codec=codec, asbytes=True)
+
+
+def encode_episode(
+    episode: SingleAgentEpisode, compression: Optional[str] = None
+) -> bytes:
+    """Serializes an episode the way stock RLlib reads it, optionally compressed.
+
+    Args:
+        episode: The episode to serialize.
+        compression: None, or a codec name ("zstd", "lz4", "gzip", "brotli").
+
+    Returns:
+        The payload for the `item` column.
+
+    Raises:
+        TypeError: If a field holds a value msgpack cannot serialize; the
+            message names the episode, the field and the timestep.
+    """
+    import msgpack
+    import msgpack_numpy as mnp
+
+    state = episode.get_state()
+    try:
+        payload = msgpack.packb(state, default=mnp.encode)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise _unsupported_payload_error(episode, state, error) from error
+    return compress_payload(payload, compression)
+
+
+def _unsupported_payload_error(
+    episode: SingleAgentEpisode, state: Dict[str, Any], error: Exception
+) -> TypeError:
+    """Finds the first field/timestep msgpack rejects and describes it."""
+    import msgpack
+    import msgpack_numpy as mnp
+
+    def packs(value):
+        try:
+            msgpack.packb(value, default=mnp.encode)
+            return True
+        except (TypeError, ValueError, OverflowError):
+            return False
+
+    fields = [
+        (Columns.OBS, state["observations"]),
+        (Columns.ACTIONS, state["actions"]),
+        (Columns.REWARDS, state["rewards"]),
+        (Columns.INFOS, state["infos"]),
+    ]
+    fields += [
+        (f"extra_model_outputs[{k!r}]", v)
+        for k, v in (state["extra_model_outputs"] or {}).items()
+    ]
+    where = "an episode attribute (`custom_data` or an id)"
+    for name, buffer_state in fields:
+        if packs(buffer_state):
+            continue
+        where = f"field `{name}`"
+        data = buffer_state["data"] if isinstance(buffer_state, dict) else None
+        if isinstance(data, list):
+            lookback = buffer_state.get("lookback", 0)
+            for i, item in enumerate(data):
+                if not packs(item):
+                    where += f" at timestep {i - lookback} (value {item!r:.200})"
+                    break
+        break
+    return TypeError(
+        f"Episode `{episode.id_}`: {where} cannot be serialized with msgpack "
+        f"({type(error).__name__}: {error}). Episodes are stored as msgpack + "
+        "msgpack_numpy: use numpy arrays, numbers, str, bytes, lists and dicts "
+        "(in `infos` and `extra_model_outputs` too)."
+    )
+
+
+# ---------------------------------------------------------------------------
+# Validation.
+# ---------------------------------------------------------------------------
+
+
+def _explain_violation(space: gym.Space, value: Any, where: str = "") -> str:
+    """Says why `value` is not in `space` (descending into Dict/Tuple)."""
+    spaces = gym.spaces
+    if isinstance(space, spaces.Dict):
+        if not isinstance(value, dict) or set(value) != set(space.spaces):
+            keys = sorted(value) if isinstance(value, dict) else type(value).__name__
+            return f"{where or 'value'} has keys {keys}, expected {sorted(space)}"
+        for key, sub in space.spaces.items():
+            if not sub.contains(value[key]):
+                return _explain_violation(sub, value[key], f"{where}[{key!r}]")
+    elif isinstance(space, spaces.Tuple):
+        if not isinstance(value, (tuple, list)) or len(value) != len(space):
+            return f"{where or 'value'} is not a sequence of length {len(space)}"
+        for i, (sub, item) in enumerate(zip(space.spaces, value)):
+            if not sub.contains(item):
+                return _explain_violation(sub, item, f"{where}[{i}]")
+    elif isinstance(space, spaces.Box):
+        array = np.asarray(value)
+        if array.shape != space.shape:
+            return f"{where or 'value'} has shape {array.shape}, expected {space.shape}"
+        if not np.can_cast(array.dtype, space.dtype):
+            return (
+                f"{where or 'value'} has dtype {array.dtype}, which does not cast "
+                f"safely to {space.dtype}"
+            )
+    label = where or "value"
+    return f"{label} {np.asarray(value).tolist()!r:.200} is not in {space}"
+
+
+def _first_violation_batched(space: gym.Space, array: np.ndarray) -> Optional[int]:
+    """Vectorized check for a stacked Box/Discrete column; first bad index."""
+    spaces = gym.spaces
+    if isinstance(space, spaces.Box):
+        if array.shape[1:] != space.shape or not np.can_cast(array.dtype, space.dtype):
+            return 0
+        axes = tuple(range(1, array.ndim))
+        inside = np.all((array >= space.low) & (array <= space.high), axis=axes)
+    else:  # Discrete
+        if array.ndim != 1 or array.dtype.kind not in "iu":
+            return 0
+        inside = (array >= space.start) & (array < space.start + space.n)
+    bad = np.flatnonzero(~inside)
+    return int(bad[0]) if bad.size else None
+
+
+def _num_steps(values: Any) -> int:
+    """Timesteps in a field: a list of steps, or a batched (nested) array."""
+    if isinstance(values, list):
+        return len(values)
+    leaves = tree.flatten(values)
+    return len(leaves[0]) if leaves else 0
+
+
+def _step(batched: Any, t: int) -> Any:
+    """Slices timestep `t` out of a batched (nested) numpy structure."""
+    return tree.map_structure(lambda x: x[t], batched)
+
+
+def _check_field(
+    episode: SingleAgentEpisode, field: str, space: gym.Space, values: Any
+) -> None:
+    """Raises if any timestep of `values` lies outside `space`."""
+    num_steps = len(values) if isinstance(values, list) else None
+    first_bad = None
+    if isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)):
+        try:
+            array = np.asarray(values)
+        except ValueError:  # Ragged: let the step-wise check explain it.
+            array = None
+        # Like `Box.contains`, only numpy inputs must cast safely to the dtype.
+        strict = not isinstance(values, list) or (
+            len(values) > 0 and isinstance(values[0], (np.ndarray, np.generic))
+        )
+        if array is not None and array.dtype != object and array.ndim >= 1:
+            if not strict and isinstance(space, gym.spaces.Box):
+                array = array.astype(space.dtype)
+            first_bad = _first_violation_batched(space, array)
+            if first_bad is None:
+                return
+            values = list(array)
+    if first_bad is None:
+        if num_steps is None:  # A numpy episode: one array (or tree) per field.
+            values = [_step(values, t) for t in range(_num_steps(values))]
+        for t, value in enumerate(values):
+            if not space.contains(value):
+                first_bad = t
+                break
+        else:
+            return
+    value = values[first_bad]
+    space_arg = "observation_space" if field == Columns.OBS else "action_space"
+    raise ValueError(
+        f"Episode `{episode.id_}`, timestep {first_bad}, field `{field}`: "
+        f"{_explain_violation(space, value)}. The declared `{space_arg}` is "
+        f"{space}. Fix the data, or declare the space the data was collected "
+        f"with (`EpisodeWriter({space_arg}=...)`), or pass `validate=False`."
+    )
+
+
+@PublicAPI(stability="alpha")
+def validate_episode(
+    episode: SingleAgentEpisode,
+    observation_space: Optional[gym.Space] = None,
+    action_space: Optional[gym.Space] = None,
+) -> None:
+    """Checks that an episode can be written and trained on.
+
+    Args:
+        episode: The episode to check.
+        observation_space: If given, every observation must lie in it.
+        action_space: If given, every action must lie in it.
+
+    Raises:
+        TypeError: If `episode` is not a `SingleAgentEpisode`.
+        ValueError: If the episode is not done, its fields have inconsistent
+            lengths, or an observation or action lies outside its space. The
+            message names the episode id, the timestep and the field.
+    """
+    if not isinstance(episode, SingleAgentEpisode):
+        raise TypeError(
+            f"`EpisodeWriter.write()` takes a `SingleAgentEpisode`, got "
+            f"`{type(episode).__name__}`. Multi-agent episodes are not supported "
+            "yet; write each agent's `SingleAgentEpisode` instead."
+        )
+    if not episode.is_done:
+        raise ValueError(
+            f"Episode `{episode.id_}` is not done (is_terminated=False, "
+            f"is_truncated=False) after {len(episode)} steps. Only finished "
+            "episodes can be written: pass `terminated=True` or `truncated=True` "
+            "with the last `add_env_step()`, or set `episode.is_truncated = True` "
+            "for an episode you stop early."
+        )
+    num_obs = _num_steps(episode.get_observations())
+    lengths = {
+        Columns.ACTIONS: _num_steps(episode.get_actions()),
+        Columns.REWARDS: _num_steps(episode.get_rewards()),
+    }
+    for field, length in lengths.items():
+        if length != num_obs - 1:
+            raise ValueError(
+                f"Episode `{episode.id_}`, field `{field}`: has {length} entries "
+                f"but the episode has {num_obs} observations; a finished episode "
+                "needs one observation more than actions and rewards."
+            )
+    if observation_space is not None:
+        observations = episode.get_observations()
+        _check_field(episode, Columns.OBS, observation_space, observations)
+    if action_space is not None:
+        _check_field(episode, Columns.ACTIONS, action_space, episode.get_actions())
+
+
+# ---------------------------------------------------------------------------
+# Filesystems.
+# ---------------------------------------------------------------------------
+
+
+def resolve_filesystem(
+    path: str, filesystem: Optional[pa_fs.FileSystem] = None
+) -> Tuple[pa_fs.FileSystem, str]:
+    """Returns a pyarrow filesystem and the path inside it.
+
+    Args:
+        path: A local path or a URI (`s3://bucket/dir`, `gs://...`).
+        filesystem: A `pyarrow.fs.FileSystem`, or an fsspec filesystem (it gets
+            wrapped). None: inferred from `path`, local by default.
+
+    Returns:
+        `(filesystem, path)`.
+
+    Raises:
+        TypeError: If `filesystem` is neither pyarrow nor fsspec.
+    """
+    path = os.fspath(path)
+    if filesystem is None:
+        if "://" in path:
+            return pa_fs.FileSystem.from_uri(path)
+        return pa_fs.LocalFileSystem(), os.path.abspath(path)
+    if isinstance(filesystem, pa_fs.FileSystem):
+        return filesystem, path
+    try:
+        import fsspec
+    except ImportError:
+        fsspec = None
+    if fsspec is not None and isinstance(filesystem, fsspec.AbstractFileSystem):
+        return pa_fs.PyFileSystem(pa_fs.FSSpecHandler(filesystem)), path
+    raise TypeError(
+        f"`filesystem` must be a `pyarrow.fs.FileSystem` (or fsspec) instance, "
+        f"got `{type(filesystem).__name__}`."
+    )
+
+
+# ---------------------------------------------------------------------------
+# The writer.
+# ---------------------------------------------------------------------------
+
+
+@PublicAPI(stability="alpha")
+class EpisodeWriter:
+    """Streams finished `SingleAgentEpisode`s into parquet files.
+
+    At most `max_rows_per_file` episodes go into one file. A file is written
+    under a hidden temporary name (readers such as Ray Data skip names that
+    start with "."), then moved to its final name, so a reader never sees a
+    half-written file. File names carry a random writer id, so several writers
+    (e.g. one per EnvRunner) can share a directory. Memory stays bounded:
+    encoded episodes are flushed as a parquet row group every `buffer_bytes`.
+
+    Used as a context manager, the writer closes (and commits what it holds)
+    on exit, also when the block raises.
+
+    Args:
+        path: Directory for the files (local path or URI); created if missing.
+        observation_space: The space observations lie in. Recorded in the
+            file metadata and checked for every step. None: taken from the
+            first episode if it carries one.
+        action_space: Same for actions.
+        max_rows_per_file: Episodes per file.
+        compression: Compression of each episode payload: None (readable by
+            stock RLlib), "zstd", "lz4", "gzip" or "brotli" (needs the fork,
+            or `ray.rllib.offline.episode_reader`, to read).
+        parquet_compression: Parquet page compression ("zstd", "snappy",
+            "gzip", "none", ...).
+        filesystem: A `pyarrow.fs.FileSystem` (or fsspec) instance; None
+            infers it from `path` (local by default).
+        file_prefix: Start of each file name.
+        validate: Whether to check episodes (done, lengths, spaces) on write.
+        buffer_bytes: Encoded bytes buffered before a row group is flushed.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        observation_space: Optional[gym.Space] = None,
+        action_space: Optional[gym.Space] = None,
+        max_rows_per_file: int = _DEFAULT_MAX_ROWS_PER_FILE,
+        compression: Optional[str] = None,
+        parquet_compression: str = "zstd",
+        filesystem: Optional[pa_fs.FileSystem] = None,
+        file_prefix: str = "episodes",
+        validate: bool = True,
+        buffer_bytes: int = _DEFAULT_BUFFER_BYTES,
+    ):
+        if not isinstance(max_rows_per_file, int) or max_rows_per_file < 1:
+            raise ValueError(
+                f"`max_rows_per_file` must be a positive int, got "
+                f"{max_rows_per_file!r}."
+            )
+        self._compression = _check_codec(compression)
+        self._filesystem, self._dir = resolve_filesystem(path, filesystem)
+        self._filesystem.create_dir(self._dir, recursive=True)
+        self.observation_space = observation_space
+        self.action_space = action_space
+        # Encode now so that an unsupported space fails at construction.
+        self._space_specs = self._encode_spaces()
+        self.max_rows_per_file = max_rows_per_file
+        self._parquet_compression = parquet_compression
+        self._file_prefix = file_prefix
+        self._validate = validate
+        self._buffer_bytes = buffer_bytes
+        self._writer_id = uuid.uuid4().hex
+        self._file_index = 0
+        self._files: List[str] = []
+        self._num_episodes = 0
+        self._closed = False
+        # The file being written: (parquet writer, output stream, temp, final).
+        self._open = None
+        self._rows_in_file = 0
+        self._buffer: Dict[str, list] = self._empty_buffer()
+        self._buffered_bytes = 0
+
+    # -- public API ---------------------------------------------------------
+
+    @property
+    def files(self) -> List[str]:
+        """The files committed so far (paths inside the writer's filesystem)."""
+        return list(self._files)
+
+    @property
+    def num_episodes(self) -> int:
+        """How many episodes were written (committed or pending)."""
+        return self._num_episodes
+
+    @property
+    def num_pending(self) -> int:
+        """How many written episodes are not yet in a committed file."""
+        return self._rows_in_file + len(self._buffer[ITEM_COLUMN])
+
+    def write(self, episode: SingleAgentEpisode) -> None:
+        """Validates, serializes and appends one finished episode.
+
+        Args:
+            episode: A done `SingleAgentEpisode`.
+
+        Raises:
+            ValueError: If the writer is closed or the episode is invalid (not
+                done, outside the declared spaces).
+            TypeError: If the episode holds data msgpack cannot serialize.
+            OSError: If writing to the filesystem fails. The file being
+                written is then discarded (with the episodes pending in it);
+                committed files are untouched.
+        """
+        if self._closed:
+            raise ValueError("`EpisodeWriter.write()` called after `close()`.")
+        if self._validate:
+            validate_episode(episode, self.observation_space, self.action_space)
+        self._adopt_spaces(episode)
+        payload = encode_episode(episode, self._compression)
+        self._buffer[ITEM_COLUMN].append(payload)
+        self._buffer[Columns.EPS_ID].append(str(episode.id_))
+        self._buffer[ENV_STEPS_COLUMN].append(len(episode))
+        self._buffered_bytes += len(payload)
+        self._num_episodes += 1
+        if self._rows_in_file + len(self._buffer[ITEM_COLUMN]) >= (
+            self.max_rows_per_file
+        ):
+            self._flush_row_group()
+            self._commit()
+        elif self._buffered_bytes >= self._buffer_bytes:
+            self._flush_row_group()
+
+    def write_many(self, episodes: Iterable[SingleAgentEpisode]) -> None:
+        """Writes each of `episodes` (see `write`)."""
+        for episode in episodes:
+            self.write(episode)
+
+    def flush(self) -> None:
+        """Commits the current file now, even if it is not full."""
+        self._flush_row_group()
+        self._commit()
+
+    def abort(self) -> None:
+        """Discards the pending episodes (the uncommitted file) and closes."""
+        self._closed = True
+        self._abort()
+
+    def close(self) -> List[str]:
+        """Commits what is pending and closes the writer. Idempotent.
+
+        Returns:
+            All files this writer committed.
+        """
+        if not self._closed:
+            self._closed = True
+            self.flush()
+        return self.files
+
+    def __enter__(self) -> "EpisodeWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_closed", True):
+            return
+        pending = self.num_pending
+        if pending:
+            logger.warning(
+                "EpisodeWriter for %s was garbage-collected without `close()`; "
+                "%d pending episode(s) were not committed.",
+                self._dir,
+                pending,
+            )
+        self._abort()
+
+    # -- internals ------------------------------------------------------------
+
+    def _empty_buffer(self) -> Dict[str, list]:
+        return {ITEM_COLUMN: [], Columns.EPS_ID: [], ENV_STEPS_COLUMN: []}
+
+    def _encode_spaces(self) -> Dict[str, Any]:
+        return {
+            "observation_space": (
+                space_to_json(self.observation_space)
+                if self.observation_space is not None
+                else None
+            ),
+            "action_space": (
+                space_to_json(self.action_space)
+                if self.action_space is not None
+                else None
+            ),
+        }
+
+    def _adopt_spaces(self, episode: SingleAgentEpisode) -> None:
+        """Before the first file opens, takes missing spaces from an episode."""
+        if self._open is not None or self._files or self._buffer[ITEM_COLUMN]:
+            return
+        changed = False
+        if self.observation_space is None and episode.observation_space is not None:
+            self.observation_space = episode.observation_space
+            changed = True
+        if self.action_space is None and episode.action_space is not None:
+            self.action_space = episode.action_space
+            changed = True
+        if changed:
+            self._space_specs = self._encode_spaces()
+
+    def _schema(self) -> pa.Schema:
+        metadata = {
+            "format_version": FORMAT_VERSION,
+            "payload": "msgpack+msgpack_numpy:SingleAgentEpisode.get_state",
+            "compression": self._compression,
+            **self._space_specs,
+        }
+        return pa.schema(
+            [
+                (ITEM_COLUMN, pa.binary()),
+                (Columns.EPS_ID, pa.string()),
+                (ENV_STEPS_COLUMN, pa.int64()),
+            ],
+            metadata={METADATA_KEY: json.dumps(metadata).encode()},
+        )
+
+    def _open_file(self) -> None:
+        name = f"{self._file_prefix}-{self._writer_id}-{self._file_index:06d}.parquet"
+        self._file_index += 1
+        final = f"{self._dir.rstrip('/')}/{name}"
+        temp = f"{self._dir.rstrip('/')}/.{name}.inprogress"
+        stream = self._filesystem.open_output_stream(temp)
+        try:
+            writer = pq.ParquetWriter(
+                stream,
+                self._schema(),
+                compression=self._parquet_compression,
+                # Payloads are large and unique: no dictionary, no min/max.
+                use_dictionary=False,
+                write_statistics=[Columns.EPS_ID, ENV_STEPS_COLUMN],
+            )
+        except BaseException:
+            stream.close()
+            self._delete_quietly(temp)
+            raise
+        self._open = (writer, stream, temp, final)
+
+    def _flush_row_group(self) -> None:
+        rows = len(self._buffer[ITEM_COLUMN])
+        if not rows:
+            return
+        if self._open is None:
+            self._open_file()
+        schema = self._open[0].schema
+        table = pa.Table.from_pydict(self._buffer, schema=schema)
+        try:
+            self._open[0].write_table(table)
+        except BaseException:
+            self._abort()
+            raise
+        self._rows_in_file += rows
+        self._buffer = self._empty_buffer()
+        self._buffered_bytes = 0
+
+    def _commit(self) -> None:
+        if self._open is None:
+            return
+        writer, stream, temp, final = self._open
+        try:
+            writer.close()
+            stream.close()
+            self._filesystem.move(temp, final)
+        except BaseException:
+            self._abort()
+            raise
+        self._open = None
+        self._rows_in_file = 0
+        self._files.append(final)
+        logger.debug("EpisodeWriter committed %s", final)
+
+    def _abort(self) -> None:
+        """Drops the open temp file and the buffer (after a failure)."""
+        if self._open is not None:
+            writer, stream, temp, _ = self._open
+            self._open = None
+            for closer in (writer.close, stream.close):
+                try:
+                    closer()
+                except Exception:  # The original error is what matters.
+                    pass
+            self._delete_quietly(temp)
+        self._rows_in_file = 0
+        self._buffer = self._empty_buffer()
+        self._buffered_bytes = 0
+
+    def _delete_quietly(self, path: str) -> None:
+        try:
+            self._filesystem.delete_file(path)
+        except OSError:
+            pass
+
+
+@PublicAPI(stability="alpha")
+def write_episodes(
+    episodes: Iterable[SingleAgentEpisode], path: str, **kwargs: Any
+) -> List[str]:
+    """Writes episodes to parquet files in `path`.
+
+    Args:
+        episodes: Finished `SingleAgentEpisode`s.
+        path: Output directory (local path or URI).
+        **kwargs: Forwarded to `EpisodeWriter` (`observation_space`,
+            `action_space`, `max_rows_per_file`, `compression`, ...).
+
+    Returns:
+        The files written.
+    """
+    with EpisodeWriter(path, **kwargs) as writer:
+        writer.write_many(episodes)
+    return writer.files
+
+
+__all__ = [
+    "EpisodeWriter",
+    "FORMAT_VERSION",
+    "METADATA_KEY",
+    "encode_episode",
+    "space_from_json",
+    "space_to_json",
+    "validate_episode",
+    "write_episodes",
+]

@@ -1,0 +1,110 @@
+"""Builds small, fully populated episodes for the offline tests (no Ray)."""
+
+import gymnasium as gym
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from ray.rllib.core.columns import Columns
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+BOX = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+DISCRETE = gym.spaces.Discrete(4)
+DICT = gym.spaces.Dict(
+    {"position": gym.spaces.Box(-2.0, 2.0, (2,), np.float32), "mode": DISCRETE}
+)
+TUPLE = gym.spaces.Tuple((gym.spaces.Box(0, 255, (2, 2), np.uint8), DISCRETE))
+NESTED = gym.spaces.Dict(
+    {
+        "sensors": gym.spaces.Tuple(
+            (
+                gym.spaces.Box(-np.inf, np.inf, (2,), np.float64),
+                gym.spaces.MultiBinary(3),
+            )
+        ),
+        "inventory": gym.spaces.Dict({"slots": gym.spaces.MultiDiscrete([3, 5])}),
+    }
+)
+
+#: name -> (observation space, action space) for the round-trip grid.
+SPACES = {
+    "box": (BOX, DISCRETE),
+    "discrete": (DISCRETE, BOX),
+    "dict": (DICT, DISCRETE),
+    "tuple": (TUPLE, gym.spaces.Tuple((DISCRETE, BOX))),
+    "nested": (NESTED, DICT),
+}
+
+
+def make_episode(
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    length: int = 5,
+    seed: int = 0,
+    terminated: bool = True,
+    truncated: bool = False,
+    with_spaces: bool = False,
+) -> SingleAgentEpisode:
+    """An episode with observations, actions, rewards, infos and model outputs."""
+    observation_space.seed(seed)
+    action_space.seed(seed + 1)
+    rng = np.random.default_rng(seed)
+    episode = SingleAgentEpisode(
+        observations=[observation_space.sample()],
+        infos=[{"start": True, "seed": seed}],
+        observation_space=observation_space if with_spaces else None,
+        action_space=action_space if with_spaces else None,
+    )
+    for t in range(length):
+        last = t == length - 1
+        episode.add_env_step(
+            observation_space.sample(),
+            action_space.sample(),
+            float(rng.normal()),
+            infos={"t": t, "noise": rng.normal(size=2).astype(np.float32)},
+            terminated=terminated and last,
+            truncated=truncated and last,
+            extra_model_outputs={
+                Columns.ACTION_LOGP: np.float32(rng.normal()),
+                Columns.ACTION_DIST_INPUTS: rng.normal(size=4).astype(np.float32),
+            },
+        )
+    return episode
+
+
+def cartpole_episodes(num_episodes: int, seed: int = 0, max_steps: int = 500):
+    """Scripted CartPole episodes (a near-perfect controller)."""
+    env = gym.make("CartPole-v1", max_episode_steps=max_steps)
+    episodes = []
+    for i in range(num_episodes):
+        obs, info = env.reset(seed=seed + i)
+        episode = SingleAgentEpisode(observations=[obs], infos=[info])
+        done = False
+        while not done:
+            action = int(obs[2] + 0.5 * obs[3] > 0)
+            obs, reward, terminated, truncated, info = env.step(action)
+            episode.add_env_step(
+                obs,
+                action,
+                reward,
+                infos=info,
+                terminated=terminated,
+                truncated=truncated,
+            )
+            done = terminated or truncated
+        episodes.append(episode)
+    return env, episodes
+
+
+def write_upstream_style(episodes, path: str) -> None:
+    """Writes what upstream's recorder / the hand-rolled snippet produce.
+
+    Both do `ray.data.from_items([msgpack.packb(ep.get_state(), ...)])
+    .write_parquet(...)`: one binary `item` column, no episode metadata.
+    """
+    import msgpack
+    import msgpack_numpy as mnp
+
+    payloads = [msgpack.packb(ep.get_state(), default=mnp.encode) for ep in episodes]
+    pq.write_table(
+        pa.table({"item": pa.array(payloads, pa.binary())}), path, compression="gzip"
+    )
