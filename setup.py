@@ -63,6 +63,11 @@ setup(
         "gymnasium>=1.0",
         "wrapt>=1.14",
         "dm-tree>=0.1.8",
+        # Ray Data lists input paths in threads and each thread tries
+        # `from fsspec.implementations.http import HTTPFileSystem`; without
+        # aiohttp that import fails half-way and a racing thread gets an
+        # uncaught ImportError. With aiohttp installed the import succeeds.
+        "aiohttp>=3.8",
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6"],

@@ -30,10 +30,10 @@ rm -rf doc/_build/doctrees
 # HTML, warnings are errors.
 python -m sphinx -W --keep-going -b html -d doc/_build/doctrees \
   doc/source doc/_build/html "$@"
-# The `.. testcode::` examples in the fork's docstrings (opt-in for now:
-# DOCS_DOCTEST=1). The page's own examples run in the test suite instead
+# The `.. testcode::` examples in the fork's docstrings (DOCS_DOCTEST=0 skips
+# them). The page's own examples run in the test suite instead
 # (doc/source/rllib/doc_code/test_doc_code.py).
-if [ "${DOCS_DOCTEST:-0}" = "1" ]; then
+if [ "${DOCS_DOCTEST:-1}" = "1" ]; then
   python -m sphinx -W --keep-going -b doctest -d doc/_build/doctrees \
     doc/source doc/_build/doctest "$@"
 fi

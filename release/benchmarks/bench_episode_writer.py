@@ -15,6 +15,7 @@ shows in the figures: run it on an idle machine.
 """
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -67,6 +68,7 @@ def main():
     parser.add_argument("--num-episodes", type=int, default=200)
     parser.add_argument("--max-steps", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=None, help="Also write the figures here.")
     args = parser.parse_args()
 
     import msgpack_numpy as mnp
@@ -112,14 +114,25 @@ def main():
     print(
         f"\n{'writer':<22}{'episodes/s':>12}{'files':>8}{'bytes':>12}{'read back':>11}"
     )
+    figures = {}
     for label, seconds, out in rows:
         num_files, num_bytes = dir_stats(out)
         read_back = sum(1 for _ in read_episodes(out))
+        figures[label] = {
+            "episodes_per_s": len(episodes) / seconds,
+            "env_steps_per_s": steps / seconds,
+            "files": num_files,
+            "bytes": num_bytes,
+            "read_back": read_back,
+        }
         print(
             f"{label:<22}{len(episodes) / seconds:>12,.0f}{num_files:>8}"
             f"{num_bytes:>12,}{read_back:>11}"
         )
     print(f"(ray.init for the snippet: {init_s:.1f}s, not counted; files in {root})")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"episodes": len(episodes), "writers": figures}, f, indent=2)
 
 
 if __name__ == "__main__":

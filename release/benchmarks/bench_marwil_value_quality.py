@@ -141,14 +141,18 @@ def run_one(args):
             dataset_num_iters_per_learner=args.updates_per_iteration,
         )
     )
+    if args.separate_vf:
+        config = config.rl_module(model_config={"vf_share_layers": False})
     algo = config.build_algo()
     episodes = record_episodes(args.episodes, args.epsilon, args.seed)
     obs, rtg = discounted_returns_to_go(episodes, config.gamma)
     curve = []
+    eval_seconds = 0.0
     start = time.perf_counter()
     for it in range(1, args.iterations + 1):
         algo.train()
         if it % args.report_every == 0 or it == args.iterations:
+            eval_start = time.perf_counter()
             module = algo.learner_group._learner.module[DEFAULT_MODULE_ID]
             with torch.no_grad():
                 values = (
@@ -164,7 +168,12 @@ def run_one(args):
                     "mean_value": float(values.mean()),
                 }
             )
-    train_seconds = time.perf_counter() - start
+            if args.curve_eval_episodes:
+                curve[-1]["eval_return"] = greedy_return(
+                    module, args.curve_eval_episodes, seed=20_000
+                )
+            eval_seconds += time.perf_counter() - eval_start
+    train_seconds = time.perf_counter() - start - eval_seconds
     eval_return = greedy_return(module, args.eval_episodes, seed=10_000)
     algo.stop()
     ray.shutdown()
@@ -192,6 +201,18 @@ def main():
     parser.add_argument("--updates-per-iteration", type=int, default=25)
     parser.add_argument("--eval-episodes", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--separate-vf",
+        action="store_true",
+        help="Train with `vf_share_layers=False` on both sides (the fork's "
+        "default; upstream MARWIL shares the trunk).",
+    )
+    parser.add_argument(
+        "--curve-eval-episodes",
+        type=int,
+        default=0,
+        help="Also evaluate the greedy policy at every report (not timed).",
+    )
     parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

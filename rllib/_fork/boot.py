@@ -12,9 +12,9 @@ finder on ``sys.meta_path``. That finder does two things, both lazily:
   first, so the fork module is complete when its replacements are applied.
 """
 
+import _thread
 import os
 import sys
-import threading
 
 from rllib._fork import registry
 
@@ -103,14 +103,13 @@ class ForkFinder:
     _replacing_modules = frozenset(registry.REPLACING_MODULES)
 
     def __init__(self):
-        self._local = threading.local()
+        # Thread id -> fork modules that thread loads ahead of their upstream
+        # module (`_thread`, not `threading`: nothing extra at start-up).
+        self._pending = {}
 
     def loading_before_upstream(self) -> set:
         """Fork modules this thread is loading ahead of their upstream module."""
-        names = getattr(self._local, "names", None)
-        if names is None:
-            names = self._local.names = set()
-        return names
+        return self._pending.setdefault(_thread.get_ident(), set())
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname == "ray":

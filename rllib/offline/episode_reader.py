@@ -299,7 +299,8 @@ def read_episodes(
                     except Exception as error:
                         raise ValueError(
                             f"Cannot decode {describe_row(row, episode_id, file)}: "
-                            f"{type(error).__name__}: {error}. The `item` column "
+                            f"{type(error).__name__}: {str(error).rstrip('.')}. "
+                            f"The `item` column "
                             "must hold msgpack + msgpack_numpy of "
                             "`SingleAgentEpisode.get_state()`; re-write or drop "
                             "this row."

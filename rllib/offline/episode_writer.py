@@ -16,13 +16,15 @@ Example:
 
 .. testcode::
 
+    import tempfile
+
     import gymnasium as gym
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
     from ray.rllib.offline.episode_writer import EpisodeWriter
 
     env = gym.make("CartPole-v1")
     with EpisodeWriter(
-        "/tmp/cartpole-episodes",
+        tempfile.mkdtemp(),
         observation_space=env.observation_space,
         action_space=env.action_space,
     ) as writer:
@@ -39,6 +41,10 @@ Example:
             done = terminated or truncated
         writer.write(episode)
     print(len(writer.files))
+
+.. testoutput::
+
+    1
 """
 
 import json
@@ -473,6 +479,13 @@ def validate_episode(
             "episodes can be written: pass `terminated=True` or `truncated=True` "
             "with the last `add_env_step()`, or set `episode.is_truncated = True` "
             "for an episode you stop early."
+        )
+    if len(episode) == 0:
+        raise ValueError(
+            f"Episode `{episode.id_}` has no steps. An episode built from lists "
+            "needs `len_lookback_buffer=0` (otherwise the lists become its "
+            "lookback buffer); one built with `add_env_reset()`/`add_env_step()` "
+            "needs at least one step."
         )
     num_obs = _num_steps(episode.get_observations())
     lengths = {

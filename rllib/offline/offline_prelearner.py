@@ -180,7 +180,8 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
                 raise ValueError(
                     f"Cannot decode the episode in batch row {row}"
                     f"{' (' + ', '.join(found) + ')' if found else ''}: "
-                    f"{type(error).__name__}: {error}. The `{ITEM_COLUMN}` column "
+                    f"{type(error).__name__}: {str(error).rstrip('.')}. "
+                    f"The `{ITEM_COLUMN}` column "
                     "must hold msgpack + msgpack_numpy of "
                     "`SingleAgentEpisode.get_state()` (optionally compressed by "
                     f"`EpisodeWriter`); re-write or remove that row.{hint}"

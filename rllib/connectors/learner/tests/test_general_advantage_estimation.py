@@ -132,6 +132,61 @@ def test_batch_cut_inside_a_segment_masks_its_last_step():
     torch.testing.assert_close(intact[Columns.LOSS_MASK], batch[Columns.LOSS_MASK])
 
 
+class _PaddedValueModule(torch.nn.Module):
+    """Stands in for a stateful module: values come zero-padded as (B, T)."""
+
+    model_config = {"max_seq_len": 4}
+
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(2.0))
+
+    def is_stateful(self):
+        return True
+
+    def compute_values(self, batch):
+        return batch["v_in"] * self.scale
+
+
+def test_zero_padded_batch_is_unpadded_and_repadded():
+    # Episodes of 6 and 3 steps, chunks of max_seq_len=4: rows 4, 2 | 3.
+    episode_lens = [6, 3]
+    rng = np.random.default_rng(0)
+    flat = {
+        "v_in": rng.normal(size=9).astype(np.float32),
+        Columns.REWARDS: rng.normal(size=9).astype(np.float32),
+        Columns.TERMINATEDS: np.array([0, 0, 0, 0, 0, 1, 0, 0, 0], np.float32),
+        Columns.TRUNCATEDS: np.array([0, 0, 0, 0, 0, 0, 0, 0, 1], np.float32),
+    }
+    rows = [(0, 4), (4, 6), (6, 9)]
+
+    def pad(x):
+        out = np.zeros((3, 4), dtype=np.float32)
+        for i, (a, b) in enumerate(rows):
+            out[i, : b - a] = x[a:b]
+        return torch.from_numpy(out)
+
+    batch = {k: pad(v) for k, v in flat.items()}
+    add_advantages_to_module_batch(
+        _PaddedValueModule(), batch, gamma=0.9, lambda_=0.7, episode_lens=episode_lens
+    )
+    expected = reference_value_targets(
+        flat["v_in"] * 2.0,
+        flat[Columns.REWARDS],
+        flat[Columns.TERMINATEDS],
+        flat[Columns.TRUNCATEDS],
+        0.9,
+        0.7,
+    )
+    torch.testing.assert_close(batch[Postprocessing.VALUE_TARGETS], pad(expected))
+    assert batch[Postprocessing.ADVANTAGES].shape == (3, 4)
+    assert float(batch[Postprocessing.ADVANTAGES][1, 2:].abs().sum()) == 0.0
+    with pytest.raises(ValueError, match="episode lengths"):
+        add_advantages_to_module_batch(
+            _PaddedValueModule(), dict(batch), gamma=0.9, lambda_=0.7
+        )
+
+
 def test_connector_is_the_pipeline_class():
     from ray.rllib.connectors.learner import GeneralAdvantageEstimation as upstream
 

@@ -77,9 +77,14 @@ def episode_dir(tmp_path_factory):
     return str(path)
 
 
-def test_prelearner_runs_no_value_pass(episode_dir, monkeypatch):
+@pytest.mark.parametrize("segment_length", [None, 8])
+def test_prelearner_runs_no_value_pass(episode_dir, monkeypatch, segment_length):
     calls = []
     config = _config(episode_dir)
+    if segment_length:
+        config.training(
+            learner_config_dict={"offline_gae_segment_length": segment_length}
+        )
     spec = config.get_default_rl_module_spec()
     spec.observation_space = ENV.observation_space
     spec.action_space = ENV.action_space
@@ -100,10 +105,14 @@ def test_prelearner_runs_no_value_pass(episode_dir, monkeypatch):
     assert any(k.endswith(Columns.REWARDS) for k in keys), keys
     assert not any(k.endswith(Postprocessing.ADVANTAGES) for k in keys), keys
     assert not any(k.endswith(Postprocessing.VALUE_TARGETS) for k in keys), keys
-    # Contiguous segments, not one-step slices: few bootstrap steps per batch.
+    # One bootstrap step per sampled slice: one-step slices by default (as
+    # upstream), contiguous segments of up to `segment_length` steps on request.
     loss_mask = next(v for k, v in out.items() if k.endswith(Columns.LOSS_MASK))
-    segments = int((~np.asarray(loss_mask, dtype=bool)).sum())
-    assert 0 < segments < len(loss_mask) / 4, (segments, len(loss_mask))
+    slices = int((~np.asarray(loss_mask, dtype=bool)).sum())
+    if segment_length is None:
+        assert slices == len(loss_mask) / 2, (slices, len(loss_mask))
+    else:
+        assert len(loss_mask) / (segment_length + 1) <= slices < len(loss_mask) / 3
 
 
 @pytest.mark.ray
