@@ -255,7 +255,10 @@ def plot(results, out_dir):
     for name, result in results.items():
         for metric, samples in result.get("metrics", {}).items():
             if name == "gae_kernel" or THROUGHPUT.get(name) == metric:
-                label = name if name != "gae_kernel" else f"gae {metric.split('_')[-1]}"
+                label = {
+                    "gae_kernel": f"gae {metric.split('_')[-1]}",
+                    "writer": "writer\n(upstream: snippet)",
+                }.get(name, name)
                 bars.append((label, metric, samples))
     if bars:
         fig, axes = plt.subplots(1, len(bars), figsize=(2.6 * len(bars), 3.8))

@@ -32,7 +32,6 @@ import time
 import gymnasium as gym
 import numpy as np
 import ray
-from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.offline.episode_reader import read_spaces
 from ray.rllib.offline.episode_writer import EpisodeWriter
 from ray.rllib.utils.metrics import (
@@ -43,6 +42,8 @@ from ray.rllib.utils.metrics import (
     LEARNER_RESULTS,
     NUM_ENV_STEPS_TRAINED_LIFETIME,
 )
+
+from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -85,41 +86,19 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def scripted_action(obs: np.ndarray) -> int:
-    """Pushes the cart toward the side the pole is falling to."""
+    """The scripted controller on CartPole's observation vector."""
     _, _, angle, angular_velocity = obs
-    return int(angle + 0.5 * angular_velocity > 0.0)
+    return balance_action(angle, angular_velocity)
 
 
 def collect_episodes(num_episodes: int, epsilon: float, seed: int):
-    """Yields `num_episodes` finished CartPole episodes from the scripted policy."""
+    """Returns `num_episodes` finished CartPole episodes of the scripted policy."""
     env = gym.make("CartPole-v1")
-    rng = np.random.default_rng(seed)
-    for i in range(num_episodes):
-        obs, info = env.reset(seed=seed + i)
-        episode = SingleAgentEpisode(
-            observations=[obs],
-            infos=[info],
-            observation_space=env.observation_space,
-            action_space=env.action_space,
-        )
-        done = False
-        while not done:
-            if rng.random() < epsilon:
-                action = int(rng.integers(2))
-            else:
-                action = scripted_action(obs)
-            obs, reward, terminated, truncated, info = env.step(action)
-            episode.add_env_step(
-                obs,
-                action,
-                reward,
-                infos=info,
-                terminated=terminated,
-                truncated=truncated,
-            )
-            done = terminated or truncated
-        yield episode
+    episodes = record_episodes(
+        env, num_episodes, scripted_action, epsilon=epsilon, seed=seed
+    )
     env.close()
+    return episodes
 
 
 def build_config(args: argparse.Namespace, data_dir: str):

@@ -39,7 +39,6 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
-from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.offline.episode_writer import write_episodes
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.framework import try_import_torch
@@ -50,6 +49,8 @@ from ray.rllib.utils.metrics import (
     LEARNER_RESULTS,
 )
 from ray.tune.registry import register_env
+
+from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
 
 torch, nn = try_import_torch()
 
@@ -129,40 +130,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def scripted_action(obs: dict) -> int:
-    """Pushes the cart toward the side the pole is falling to."""
+    """The scripted controller on the Dict observation."""
     angle, angular_velocity = obs["pole"]
-    return int(angle + 0.5 * angular_velocity > 0.0)
+    return balance_action(angle, angular_velocity)
 
 
 def collect_episodes(num_episodes: int, seed: int):
     """Returns `num_episodes` finished episodes of the scripted controller."""
     env = DictCartPole()
-    rng = np.random.default_rng(seed)
-    episodes = []
-    for i in range(num_episodes):
-        obs, info = env.reset(seed=seed + i)
-        episode = SingleAgentEpisode(
-            observations=[obs],
-            infos=[info],
-            observation_space=env.observation_space,
-            action_space=env.action_space,
-        )
-        done = False
-        while not done:
-            # A few random actions diversify the data.
-            action = int(rng.integers(2)) if rng.random() < 0.05 else None
-            action = scripted_action(obs) if action is None else action
-            obs, reward, terminated, truncated, info = env.step(action)
-            episode.add_env_step(
-                obs,
-                action,
-                reward,
-                infos=info,
-                terminated=terminated,
-                truncated=truncated,
-            )
-            done = terminated or truncated
-        episodes.append(episode)
+    episodes = record_episodes(
+        env, num_episodes, scripted_action, epsilon=0.05, seed=seed
+    )
     env.close()
     return episodes
 

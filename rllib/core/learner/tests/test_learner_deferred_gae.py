@@ -14,36 +14,24 @@ from ray.rllib.algorithms.marwil import MARWILConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
-from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 
 from rllib.connectors.learner import general_advantage_estimation as gae_module
+from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
 
 ENV = gym.make("CartPole-v1")
 
 
 def _episodes(num, seed=0):
-    rng = np.random.default_rng(seed)
-    episodes = []
-    for i in range(num):
-        obs, info = ENV.reset(seed=seed + i)
-        episode = SingleAgentEpisode(
-            observations=[obs],
-            infos=[info],
-            observation_space=ENV.observation_space,
-            action_space=ENV.action_space,
-        )
-        done = False
-        while not done:
-            action = int(obs[2] + 0.3 * obs[3] > 0) if rng.random() > 0.3 else 0
-            obs, reward, terminated, truncated, info = ENV.step(action)
-            episode.add_env_step(
-                obs, action, reward, info, terminated=terminated, truncated=truncated
-            )
-            done = terminated or truncated
-        episodes.append(episode.to_numpy())
-    return episodes
+    episodes = record_episodes(
+        ENV,
+        num,
+        lambda obs: balance_action(obs[2], obs[3]),
+        epsilon=0.3,
+        seed=seed,
+    )
+    return [e.to_numpy() for e in episodes]
 
 
 def _packed(episodes):

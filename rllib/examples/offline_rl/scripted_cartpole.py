@@ -1,0 +1,71 @@
+"""A scripted CartPole controller and a recorder of its episodes.
+
+Shared by the offline RL examples, the benchmarks and the tests: data to
+train on without any download or pre-trained model.
+"""
+
+from typing import Callable, List
+
+import gymnasium as gym
+import numpy as np
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+
+def balance_action(angle: float, angular_velocity: float) -> int:
+    """Pushes the cart toward the side the pole is falling to.
+
+    Balances CartPole to its 500-step limit from every start tried.
+    """
+    return int(angle + 0.5 * angular_velocity > 0.0)
+
+
+def record_episodes(
+    env: gym.Env,
+    num_episodes: int,
+    policy: Callable[[object], int],
+    *,
+    epsilon: float = 0.0,
+    seed: int = 0,
+) -> List[SingleAgentEpisode]:
+    """Runs `policy` in `env` and records each run as a finished episode.
+
+    Args:
+        env: The environment; its spaces are recorded in the episodes.
+        num_episodes: How many episodes to record.
+        policy: Maps an observation to an action.
+        epsilon: Share of uniformly random actions (diversifies the data).
+        seed: Seeds the resets (`seed + i` for episode `i`) and the random
+            actions.
+
+    Returns:
+        The episodes, done (terminated or truncated) and not numpy-ized.
+    """
+    rng = np.random.default_rng(seed)
+    env.action_space.seed(seed)
+    episodes = []
+    for i in range(num_episodes):
+        obs, info = env.reset(seed=seed + i)
+        episode = SingleAgentEpisode(
+            observations=[obs],
+            infos=[info],
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+        )
+        done = False
+        while not done:
+            if rng.random() < epsilon:
+                action = int(env.action_space.sample())
+            else:
+                action = policy(obs)
+            obs, reward, terminated, truncated, info = env.step(action)
+            episode.add_env_step(
+                obs,
+                action,
+                reward,
+                infos=info,
+                terminated=terminated,
+                truncated=truncated,
+            )
+            done = terminated or truncated
+        episodes.append(episode)
+    return episodes
