@@ -18,9 +18,12 @@ How to run this script
 
 Results to expect
 -----------------
-With the defaults, on 2 CPUs, in about a minute: 40 episodes in 4 files, and
-an evaluation return close to the expert's 500 (the policy imitates a
-near-perfect controller).
+With the defaults, on 2 CPUs, in about a minute: 40 episodes in 4 files and a
+policy that imitates the near-perfect controller. Measured here: `--algo bc`
+reached an evaluation return of 472.6 after 4 iterations; MARWIL varies more
+between runs at 4 iterations (212.2 in one run) and passes 450 within about 5
+(see `release/rllib_tests/offline/cartpole_marwil.py`); the data's return is
+about 495.
 """
 
 import argparse
