@@ -21,35 +21,19 @@ import tempfile
 import time
 
 import gymnasium as gym
-import numpy as np
+
+from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
 
 
 def collect(num_episodes: int, max_steps: int, seed: int):
-    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-
     env = gym.make("CartPole-v1", max_episode_steps=max_steps)
-    rng = np.random.default_rng(seed)
-    episodes = []
-    for i in range(num_episodes):
-        obs, info = env.reset(seed=seed + i)
-        episode = SingleAgentEpisode(observations=[obs], infos=[info])
-        done = False
-        while not done:
-            if rng.random() < 0.05:
-                action = int(rng.integers(2))
-            else:
-                action = int(obs[2] + 0.5 * obs[3] > 0)
-            obs, reward, terminated, truncated, info = env.step(action)
-            episode.add_env_step(
-                obs,
-                action,
-                reward,
-                infos=info,
-                terminated=terminated,
-                truncated=truncated,
-            )
-            done = terminated or truncated
-        episodes.append(episode)
+    episodes = record_episodes(
+        env,
+        num_episodes,
+        lambda obs: balance_action(obs[2], obs[3]),
+        epsilon=0.05,
+        seed=seed,
+    )
     return env, episodes
 
 

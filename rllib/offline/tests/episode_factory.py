@@ -7,6 +7,8 @@ import pyarrow.parquet as pq
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
+from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
+
 BOX = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 DISCRETE = gym.spaces.Discrete(4)
 DICT = gym.spaces.Dict(
@@ -74,24 +76,13 @@ def make_episode(
 def cartpole_episodes(num_episodes: int, seed: int = 0, max_steps: int = 500):
     """Scripted CartPole episodes (a near-perfect controller)."""
     env = gym.make("CartPole-v1", max_episode_steps=max_steps)
-    episodes = []
-    for i in range(num_episodes):
-        obs, info = env.reset(seed=seed + i)
-        episode = SingleAgentEpisode(observations=[obs], infos=[info])
-        done = False
-        while not done:
-            action = int(obs[2] + 0.5 * obs[3] > 0)
-            obs, reward, terminated, truncated, info = env.step(action)
-            episode.add_env_step(
-                obs,
-                action,
-                reward,
-                infos=info,
-                terminated=terminated,
-                truncated=truncated,
-            )
-            done = terminated or truncated
-        episodes.append(episode)
+    episodes = record_episodes(
+        env,
+        num_episodes,
+        lambda obs: balance_action(obs[2], obs[3]),
+        epsilon=0.0,
+        seed=seed,
+    )
     return env, episodes
 
 
