@@ -16,8 +16,8 @@ Benchmarks:
 - `writer`: `EpisodeWriter` vs the hand-rolled msgpack + Ray Data snippet
   (upstream has no writer: its side is the snippet users write today);
 - `gae_kernel`: `compute_value_targets` timesteps/s (numpy), 3 batch sizes;
-- `prelearner`: slot for the OfflinePreLearner throughput benchmark (not yet
-  written; reported as skipped);
+- `prelearner`: OfflinePreLearner transitions/s (CartPole and Dict
+  observations, BC and MARWIL pipelines), called directly on one core;
 - `training_bc`, `training_marwil`: env steps trained/s end to end,
   `num_learners=0`;
 - `marwil_quality`: value-function explained variance and greedy evaluation
@@ -48,6 +48,7 @@ SIZES = {
     "full": {
         "writer": ["--num-episodes", "200"],
         "gae_kernel": ["--repeats", "9"],
+        "prelearner": [],
         "training": [
             "--iterations", "3", "--updates-per-iteration", "20", "--episodes", "40",
         ],
@@ -60,6 +61,10 @@ SIZES = {
     "quick": {
         "writer": ["--num-episodes", "10", "--max-steps", "100"],
         "gae_kernel": ["--repeats", "3"],
+        "prelearner": [
+            "--pool-episodes", "8", "--calls", "2", "--warmup", "1",
+            "--batch-size", "256", "--episodes-per-call", "4",
+        ],
         "training": [
             "--iterations", "1", "--updates-per-iteration", "3", "--episodes", "8",
             "--batch-size", "256",
@@ -143,11 +148,20 @@ def bench_gae_kernel(args, sizes, tmp):
 
 
 def bench_prelearner(args, sizes, tmp):
+    metrics = {}
+    for repeat in range(args.repeats):
+        for side in order(repeat):
+            cmd = [os.path.join(HERE, "bench_prelearner.py"), "--child"]
+            res = run_child(cmd + sizes["prelearner"], side, args.timeout)
+            for key, figures in res["results"].items():
+                metric = f"transitions_per_s_{key}"
+                samples = metrics.setdefault(metric, {s: [] for s in SIDES})
+                samples[side].append(figures["transitions_per_s"])
     return {
-        "skipped": "no OfflinePreLearner throughput benchmark yet (separate "
-        "issue); add `bench_prelearner.py` with a `--child` mode printing "
-        "`{'fork_active': ..., 'episodes_per_s': ...}` and call it here",
-        "metrics": {},
+        "description": "OfflinePreLearner transitions (sampled items) per "
+        "second, called directly on one core: 32 recorded episodes in, one "
+        "train batch of 1024 out per call, by dataset and pipeline",
+        "metrics": metrics,
     }
 
 
@@ -254,9 +268,10 @@ def plot(results, out_dir):
     bars = []
     for name, result in results.items():
         for metric, samples in result.get("metrics", {}).items():
-            if name == "gae_kernel" or THROUGHPUT.get(name) == metric:
+            if name in ("gae_kernel", "prelearner") or THROUGHPUT.get(name) == metric:
                 label = {
                     "gae_kernel": f"gae {metric.split('_')[-1]}",
+                    "prelearner": "prelearner\n" + metric.split("per_s_")[-1],
                     "writer": "writer\n(upstream: snippet)",
                 }.get(name, name)
                 bars.append((label, metric, samples))

@@ -22,12 +22,19 @@ def test_runner_quick_writes_json_and_charts(tmp_path):
     with open(tmp_path / "results.json") as f:
         report = json.load(f)
     benchmarks = report["benchmarks"]
-    for name in ("writer", "gae_kernel", "training_bc", "training_marwil"):
+    names = ("writer", "gae_kernel", "prelearner", "training_bc", "training_marwil")
+    for name in names:
+        assert benchmarks[name]["metrics"], name
         for metric, samples in benchmarks[name]["metrics"].items():
             for side in ("upstream", "fork"):
                 assert samples["median"][side] > 0, (name, metric, side)
             assert samples["ratio_fork_over_upstream"] > 0, (name, metric)
-    assert "skipped" in benchmarks["prelearner"]
+    prelearner = benchmarks["prelearner"]["metrics"]
+    assert sorted(prelearner) == [
+        f"transitions_per_s_{d}_{a}"
+        for d in ("cartpole", "dict")
+        for a in ("bc", "marwil")
+    ]
     curves = benchmarks["marwil_quality"]["curves"]
     assert [p["iteration"] for p in curves["fork"]] == [1, 2]
     assert [p["iteration"] for p in curves["upstream"]] == [1, 2]

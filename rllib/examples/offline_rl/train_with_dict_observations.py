@@ -31,17 +31,11 @@ import gc
 import tempfile
 import time
 
-import gymnasium as gym
 import numpy as np
 import ray
 from ray.rllib.core import DEFAULT_MODULE_ID
-from ray.rllib.core.columns import Columns
-from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.offline.episode_writer import write_episodes
-from ray.rllib.utils.annotations import override
-from ray.rllib.utils.framework import try_import_torch
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     EPISODE_RETURN_MEAN,
@@ -50,62 +44,14 @@ from ray.rllib.utils.metrics import (
 )
 from ray.tune.registry import register_env
 
-from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
-
-torch, nn = try_import_torch()
+from rllib.examples.offline_rl.dict_cartpole import (
+    DictCartPole,
+    DictObsModule,
+    scripted_action,
+)
+from rllib.examples.offline_rl.scripted_cartpole import record_episodes
 
 ENV_NAME = "DictCartPole"
-
-
-class DictCartPole(gym.ObservationWrapper):
-    """CartPole whose observation is a dict of the cart's and the pole's state."""
-
-    def __init__(self, config=None):
-        super().__init__(gym.make("CartPole-v1"))
-        box = self.env.observation_space
-        self.observation_space = gym.spaces.Dict(
-            {
-                "cart": gym.spaces.Box(box.low[:2], box.high[:2], dtype=np.float32),
-                "pole": gym.spaces.Box(box.low[2:], box.high[2:], dtype=np.float32),
-            }
-        )
-
-    def observation(self, obs):
-        return {"cart": obs[:2], "pole": obs[2:]}
-
-
-class DictObsModule(TorchRLModule, ValueFunctionAPI):
-    """Encodes `obs["cart"]` and `obs["pole"]` separately, then acts on both.
-
-    Records the type and device of every observation leaf of its first call
-    in `first_call_leaves`, so the script can show what the Learner passed in.
-    """
-
-    @override(TorchRLModule)
-    def setup(self):
-        hidden = self.model_config.get("hidden", 32)
-        self._cart = nn.Sequential(nn.Linear(2, hidden), nn.Tanh())
-        self._pole = nn.Sequential(nn.Linear(2, hidden), nn.Tanh())
-        self._pi = nn.Linear(2 * hidden, self.action_space.n)
-        self._vf = nn.Linear(2 * hidden, 1)
-        self.first_call_leaves = None
-
-    def _embed(self, batch):
-        obs = batch[Columns.OBS]
-        if self.first_call_leaves is None:
-            self.first_call_leaves = {
-                key: f"{type(value).__name__} on {getattr(value, 'device', '-')}"
-                for key, value in obs.items()
-            }
-        return torch.cat([self._cart(obs["cart"]), self._pole(obs["pole"])], dim=-1)
-
-    @override(TorchRLModule)
-    def _forward(self, batch, **kwargs):
-        return {Columns.ACTION_DIST_INPUTS: self._pi(self._embed(batch))}
-
-    @override(ValueFunctionAPI)
-    def compute_values(self, batch, embeddings=None):
-        return self._vf(self._embed(batch)).squeeze(-1)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -127,12 +73,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
-
-
-def scripted_action(obs: dict) -> int:
-    """The scripted controller on the Dict observation."""
-    angle, angular_velocity = obs["pole"]
-    return balance_action(angle, angular_velocity)
 
 
 def collect_episodes(num_episodes: int, seed: int):

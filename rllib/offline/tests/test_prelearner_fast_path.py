@@ -1,0 +1,322 @@
+"""The fast path's batches equal the general path's on the same sampled items.
+
+Both prelearners get the same payloads and the same random draws: the
+sampling generators of the columnar buffer and of upstream's
+`EpisodeReplayBuffer` are replaced by one script of values (timestep indices
+and n-steps), and the general path adds the episodes in batch order (upstream
+adds a set, whose order is arbitrary). Every output column must then match in
+dtype, shape and value. No Ray cluster: the prelearner is a plain callable.
+"""
+
+import logging
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from ray.rllib.algorithms.bc import BCConfig
+from ray.rllib.algorithms.marwil import MARWILConfig
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.offline.episode_writer import encode_episode
+from ray.rllib.offline.offline_prelearner import OfflinePreLearner
+
+from rllib.core.learner.tests import structured_obs
+from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
+from rllib.offline.offline_prelearner import FAST_PATH_KEY
+from rllib.offline.tests.episode_factory import SPACES, make_episode
+
+BATCH_SIZE = 256
+
+
+class ScriptedRng:
+    """Stands in for `np.random.Generator.integers`: hands out fixed values.
+
+    Calls with one bound take from the timestep indices, calls with two from
+    the n-steps, one value per item or `size` values at once.
+    """
+
+    def __init__(self, starts, n_steps=()):
+        self.queues = {1: list(starts), 2: list(n_steps)}
+
+    def integers(self, low, high=None, size=None):
+        queue = self.queues[1 if high is None else 2]
+        if size is None:
+            return queue.pop(0)
+        taken, queue[:size] = queue[:size], []
+        return np.array(taken, dtype=np.int64)
+
+
+def _cartpole(num_episodes=6, to_numpy=True, max_steps=60, id_prefix=None):
+    env = gym.make("CartPole-v1", max_episode_steps=max_steps)
+    # Random actions half the time: a mix of terminated and truncated episodes.
+    episodes = record_episodes(
+        env, num_episodes, lambda o: balance_action(o[2], o[3]), epsilon=0.5
+    )
+    for i, episode in enumerate(episodes):
+        if id_prefix is not None:
+            # Ids with "_" are not made unique by the connectors.
+            episode.id_ = f"{id_prefix}_{i}"
+        if to_numpy:
+            episode.to_numpy()
+    return env.observation_space, env.action_space, episodes
+
+
+def _structured(name, to_numpy=True):
+    space = structured_obs.OBS_SPACES[name]
+    episodes = structured_obs.make_episodes(
+        space, num_episodes=6, length=20, to_numpy=to_numpy
+    )
+    return space, structured_obs.ACTION_SPACE, episodes
+
+
+def _prelearner(algo, obs_space, action_space, fast, module=None, n_step=None):
+    config = BCConfig() if algo == "bc" else MARWILConfig()
+    config = (
+        config.environment(observation_space=obs_space, action_space=action_space)
+        .training(train_batch_size_per_learner=BATCH_SIZE)
+        .learners(learner_config_dict={FAST_PATH_KEY: fast})
+        .offline_data(input_="/nonexistent", input_read_episodes=True)
+    )
+    if module is not None:
+        config = config.rl_module(rl_module_spec=RLModuleSpec(module_class=module))
+    if n_step is not None:
+        config.n_step = n_step
+    spec = config.get_multi_rl_module_spec(
+        spaces={DEFAULT_MODULE_ID: (obs_space, action_space)}, inference_only=False
+    )
+    return OfflinePreLearner(
+        config=config, spaces=(obs_space, action_space), module_spec=spec
+    )
+
+
+def _script(episodes, n_step, seed):
+    """Enough timestep indices and n-steps for any number of items needed."""
+    rng = np.random.default_rng(seed)
+    total = sum(len(e) for e in episodes)
+    starts = rng.integers(total, size=4 * BATCH_SIZE)
+    if isinstance(n_step, tuple):
+        return starts, rng.integers(*n_step, size=4 * BATCH_SIZE)
+    return starts, ()
+
+
+def _run_both(
+    algo,
+    data,
+    *,
+    n_step=None,
+    module=None,
+    compression=None,
+    seed=0,
+    general_episodes=None,
+):
+    """Feeds both paths; `general_episodes` (same content) go to the general one."""
+    obs_space, action_space, episodes = data
+    payloads = np.array(
+        [encode_episode(e, compression) for e in episodes], dtype=object
+    )
+    general_payloads = payloads
+    if general_episodes is not None:
+        general_payloads = np.array(
+            [encode_episode(e, compression) for e in general_episodes], dtype=object
+        )
+    fast = _prelearner(algo, obs_space, action_space, True, module, n_step)
+    general = _prelearner(algo, obs_space, action_space, False, module, n_step)
+    assert fast.uses_fast_path and not general.uses_fast_path
+    # Upstream adds a set of episodes; keep the batch order here instead.
+    general._validate_episodes = list
+    starts, n_steps = _script(episodes, n_step, seed)
+    fast.columnar_buffer.rng = ScriptedRng(starts, n_steps)
+    general.episode_buffer.rng = ScriptedRng(starts, n_steps)
+    out_fast = fast({"item": payloads})
+    out_general = general({"item": general_payloads})
+    return out_fast, out_general
+
+
+def _assert_same(out_fast, out_general):
+    assert sorted(out_fast) == sorted(out_general)
+    for key, expected in out_general.items():
+        got = out_fast[key]
+        assert type(got) is type(expected), key
+        assert got.dtype == expected.dtype, key
+        assert got.shape == expected.shape, key
+        if isinstance(expected, torch.Tensor):
+            assert torch.equal(got, expected), key
+        else:
+            np.testing.assert_array_equal(got, expected, err_msg=key)
+
+
+@pytest.mark.parametrize("algo", ["bc", "marwil"])
+@pytest.mark.parametrize("to_numpy", [True, False])
+def test_cartpole_batches_match(algo, to_numpy):
+    out_fast, out_general = _run_both(algo, _cartpole(to_numpy=to_numpy))
+    _assert_same(out_fast, out_general)
+    obs = out_fast[f"{DEFAULT_MODULE_ID}/{Columns.OBS}"]
+    assert len(obs) == (BATCH_SIZE if algo == "bc" else 2 * BATCH_SIZE)
+    if algo == "marwil":
+        mask = out_fast[f"{DEFAULT_MODULE_ID}/{Columns.LOSS_MASK}"]
+        assert mask[0::2].all() and not mask[1::2].any()
+
+
+@pytest.mark.parametrize("algo", ["bc", "marwil"])
+@pytest.mark.parametrize("n_step", [3, (1, 6)])
+def test_n_step_batches_match(algo, n_step):
+    """n-step sums, overshooting ends and upstream's item counter agree."""
+    data = _cartpole(max_steps=12)
+    out_fast, out_general = _run_both(algo, data, n_step=n_step)
+    _assert_same(out_fast, out_general)
+    n = out_fast[f"{DEFAULT_MODULE_ID}/n_step"]
+    assert n.min() >= 1 and n.max() <= 5
+    if isinstance(n_step, tuple):
+        assert len(set(n.tolist())) > 1
+
+
+class _NoNetworkModule(TorchRLModule):
+    """Builds for any space; neither path calls it (GAE runs on the Learner)."""
+
+    def setup(self):
+        pass
+
+    def _forward(self, batch, **kwargs):
+        raise AssertionError("the prelearner should not run the module")
+
+
+@pytest.mark.parametrize("algo", ["bc", "marwil"])
+@pytest.mark.parametrize("name", sorted(SPACES))
+@pytest.mark.parametrize("to_numpy", [True, False])
+def test_every_space_kind_matches(algo, name, to_numpy):
+    """Box, Discrete, Dict, Tuple, nested (uint8, float64, MultiBinary, ...).
+
+    The episodes also carry infos and extra model outputs, which both paths
+    leave out of the batch.
+    """
+    obs_space, action_space = SPACES[name]
+
+    def episodes(numpy):
+        made = []
+        for seed in range(5):
+            episode = make_episode(
+                obs_space,
+                action_space,
+                length=3 + 2 * seed,
+                seed=seed,
+                terminated=seed % 2 == 0,
+                truncated=seed % 2 == 1,
+            )
+            made.append(episode.to_numpy() if numpy else episode)
+        return made
+
+    # Upstream's `SingleAgentEpisode.slice` fails on numpy-ized episodes with
+    # a Tuple action space (it takes the tuple's length for the number of
+    # steps), so the general path gets the same episodes as lists there.
+    general = None
+    if to_numpy and isinstance(action_space, gym.spaces.Tuple):
+        general = episodes(numpy=False)
+    data = (obs_space, action_space, episodes(numpy=to_numpy))
+    out_fast, out_general = _run_both(
+        algo, data, module=_NoNetworkModule, general_episodes=general
+    )
+    _assert_same(out_fast, out_general)
+
+
+@pytest.mark.parametrize("name", ["dict", "tuple", "nested"])
+@pytest.mark.parametrize("to_numpy", [True, False])
+def test_structured_observation_batches_match(name, to_numpy):
+    out_fast, out_general = _run_both(
+        "marwil",
+        _structured(name, to_numpy=to_numpy),
+        module=structured_obs.StructuredObsModule,
+        compression="zstd",
+    )
+    _assert_same(out_fast, out_general)
+    if name == "tuple":
+        assert f"{DEFAULT_MODULE_ID}/{Columns.OBS}/#1" in out_fast
+
+
+@pytest.mark.parametrize("algo", ["bc", "marwil"])
+def test_episodes_with_a_lookback_match(algo):
+    """Recorded buffers that keep steps before the episode start (lookback)."""
+    obs_space, action_space, episodes = _cartpole()
+    sliced = [e.slice(slice(2, len(e)), len_lookback_buffer=2) for e in episodes]
+    assert all(e.observations.lookback == 2 for e in sliced)
+    out_fast, out_general = _run_both(algo, (obs_space, action_space, sliced))
+    _assert_same(out_fast, out_general)
+
+
+def test_episode_without_steps_is_never_sampled():
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    obs_space, action_space, episodes = _cartpole(num_episodes=3)
+    empty = SingleAgentEpisode(
+        observations=[episodes[0].get_observations(0)],
+        terminated=True,
+        len_lookback_buffer=0,
+    )
+    data = (obs_space, action_space, [episodes[0], empty] + episodes[1:])
+    out_fast, out_general = _run_both("marwil", data)
+    _assert_same(out_fast, out_general)
+
+
+def test_shared_episode_ids_group_rows_like_the_connectors():
+    """Ids with "_" are not made unique: rows of one id come out together."""
+    data = _cartpole(id_prefix="run")
+    out_fast, out_general = _run_both("bc", data)
+    _assert_same(out_fast, out_general)
+    # Grouped: each episode's rows are contiguous, so few changes of episode.
+    obs = out_fast[f"{DEFAULT_MODULE_ID}/{Columns.OBS}"].numpy()
+    recorded = [e.observations.data for e in data[2]]
+    owner = [
+        next(i for i, rows in enumerate(recorded) if (rows == o).all(1).any())
+        for o in obs
+    ]
+    assert sum(a != b for a, b in zip(owner, owner[1:])) == len(set(owner)) - 1
+
+
+def test_unfinished_episode_is_rejected_with_its_id():
+    obs_space, action_space, episodes = _cartpole(num_episodes=2)
+    episodes[1].is_truncated = episodes[1].is_terminated = False
+    prelearner = _prelearner("bc", obs_space, action_space, True)
+    payloads = np.array([encode_episode(e) for e in episodes], dtype=object)
+    with pytest.raises(ValueError, match=rf"row 1 \(episode id `{episodes[1].id_}`"):
+        prelearner({"item": payloads})
+
+
+def test_corrupt_payload_still_names_its_row():
+    obs_space, action_space, episodes = _cartpole(num_episodes=2)
+    prelearner = _prelearner("bc", obs_space, action_space, True)
+    payloads = np.array([encode_episode(episodes[0]), b"\x00garbage"], dtype=object)
+    with pytest.raises(ValueError, match="Cannot decode the episode in batch row 1"):
+        prelearner({"item": payloads})
+
+
+def test_falls_back_and_says_why_once(caplog, monkeypatch):
+    import rllib.offline.offline_prelearner as fork_prelearner
+
+    monkeypatch.setattr(fork_prelearner, "_LOGGED_FALLBACKS", set())
+    obs_space, action_space, _ = _cartpole(num_episodes=1)
+    with caplog.at_level(logging.WARNING, logger="rllib.offline.offline_prelearner"):
+        first = _prelearner("bc", obs_space, action_space, fast=False)
+        _prelearner("bc", obs_space, action_space, fast=False)
+    assert not first.uses_fast_path
+    notes = [r.message for r in caplog.records if FAST_PATH_KEY in r.message]
+    assert len(notes) == 1 and "general (per-episode) path" in notes[0]
+
+
+def test_subclass_overriding_the_general_path_keeps_it():
+    class Custom(OfflinePreLearner):
+        def _postprocess_and_sample(self, episodes):
+            return super()._postprocess_and_sample(episodes)
+
+    obs_space, action_space, _ = _cartpole(num_episodes=1)
+    config = (
+        BCConfig()
+        .environment(observation_space=obs_space, action_space=action_space)
+        .offline_data(input_="/nonexistent", input_read_episodes=True)
+    )
+    spec = config.get_multi_rl_module_spec(
+        spaces={DEFAULT_MODULE_ID: (obs_space, action_space)}, inference_only=False
+    )
+    custom = Custom(config=config, spaces=(obs_space, action_space), module_spec=spec)
+    assert not custom.uses_fast_path

@@ -1,0 +1,108 @@
+"""BC learns from expert CartPole episodes through the prelearner's fast path.
+
+A real run: episode files on disk, the shared local Ray cluster, Ray Data
+calling the fork's `OfflinePreLearner` in its actors. A subclass that only
+counts fast-path calls (one file per call) shows the batches came from there.
+"""
+
+import gc
+import uuid
+
+import numpy as np
+import pytest
+import torch
+from ray.rllib.algorithms.bc import BCConfig
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.offline.episode_writer import write_episodes
+from ray.rllib.offline.offline_prelearner import OfflinePreLearner
+from ray.rllib.utils.metrics import LEARNER_RESULTS
+
+from rllib.examples.offline_rl.scripted_cartpole import balance_action
+from rllib.offline.tests.episode_factory import cartpole_episodes
+
+
+class CountingPreLearner(OfflinePreLearner):
+    """Leaves a file behind for each batch the fast path builds."""
+
+    marker_dir = None
+
+    def _fast_path_batch(self, batch):
+        out = super()._fast_path_batch(batch)
+        with open(f"{self.marker_dir}/{uuid.uuid4().hex}", "w"):
+            pass
+        return out
+
+
+def _greedy_accuracy(module, observations, actions):
+    with torch.no_grad():
+        out = module.forward_inference({Columns.OBS: torch.from_numpy(observations)})
+    chosen = out[Columns.ACTION_DIST_INPUTS].argmax(-1).numpy()
+    return float((chosen == actions).mean())
+
+
+def _learner_accuracy(algo, observations, actions):
+    """Greedy accuracy of the Learner's module (offline BC has no EnvRunner)."""
+    (call,) = algo.learner_group.foreach_learner(
+        lambda learner: _greedy_accuracy(
+            learner.module[DEFAULT_MODULE_ID], observations, actions
+        )
+    )
+    return call.get()
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_bc_learns_through_the_fast_path(ray_cluster, tmp_path):
+    env, episodes = cartpole_episodes(10, max_steps=200)
+    for episode in episodes:
+        episode.to_numpy()
+    write_episodes(
+        episodes,
+        tmp_path / "data",
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        max_rows_per_file=5,
+    )
+    observations = np.concatenate([e.get_observations()[:-1] for e in episodes])
+    actions = np.array([balance_action(o[2], o[3]) for o in observations])
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    counting = type(
+        "CountingPreLearnerForTest", (CountingPreLearner,), {"marker_dir": markers}
+    )
+
+    config = (
+        BCConfig()
+        .environment(
+            observation_space=env.observation_space, action_space=env.action_space
+        )
+        .learners(num_learners=0)
+        .training(train_batch_size_per_learner=256, lr=3e-3)
+        .offline_data(
+            input_=[str(tmp_path / "data")],
+            input_read_episodes=True,
+            input_read_batch_size=4,
+            dataset_num_iters_per_learner=10,
+            prelearner_class=counting,
+            map_batches_kwargs={"concurrency": 1, "num_cpus": 1},
+        )
+    )
+    algo = config.build_algo()
+    try:
+        before = _learner_accuracy(algo, observations, actions)
+        losses = []
+        for _ in range(4):
+            result = algo.train()
+            losses.append(result[LEARNER_RESULTS][DEFAULT_MODULE_ID]["policy_loss"])
+        after = _learner_accuracy(algo, observations, actions)
+    finally:
+        algo.stop()
+        del algo
+        gc.collect()  # Drop Ray Data iterators while Ray is still up.
+
+    assert losses[-1] < losses[0], losses
+    # Untrained ~0.4-0.5; after 40 updates ~0.75-0.85 on either path (the
+    # general path with the same settings: 0.49 -> 0.77).
+    assert after > 0.7 and after > before, (before, after)
+    assert len(list(markers.iterdir())) >= 1

@@ -1,0 +1,183 @@
+"""The columnar buffer samples and keeps what upstream's episode buffer does.
+
+Sampling: both buffers, each with its own seeded generator, sample many
+batches from the same episodes; the frequencies of (episode, timestep) starts,
+of n-steps and of items per batch must agree (chi-square / z tests) and match
+the uniform expectation. Buffer semantics (capacity, duplicates, done-only)
+are compared through the two prelearner paths fed the same batches.
+"""
+
+import collections
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from ray.rllib.algorithms.bc import BCConfig
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.offline.episode_writer import encode_episode
+from ray.rllib.offline.offline_prelearner import OfflinePreLearner
+from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+from scipy import stats
+
+from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
+from rllib.offline.episode_columns import episode_columns_from_episode
+from rllib.offline.offline_prelearner import FAST_PATH_KEY
+from rllib.utils.replay_buffers.columnar_episode_buffer import ColumnarEpisodeBuffer
+
+#: Below this p-value two samples are called different. With fixed seeds the
+#: tests are deterministic; the threshold only sets how strict they are.
+P_MIN = 1e-3
+
+
+def _episodes(num_episodes, max_steps, seed=0):
+    env = gym.make("CartPole-v1", max_episode_steps=max_steps)
+    episodes = record_episodes(
+        env, num_episodes, lambda o: balance_action(o[2], o[3]), epsilon=0.5, seed=seed
+    )
+    return env, [e.to_numpy() for e in episodes]
+
+
+def _upstream_items(episodes, n_step, batches, batch_size):
+    buffer = EpisodeReplayBuffer(capacity=10**6)
+    buffer.add(episodes)
+    buffer.rng = np.random.default_rng(1)
+    starts, n_steps, counts = [], [], []
+    for _ in range(batches):
+        sampled = buffer.sample(
+            num_items=batch_size,
+            n_step=n_step,
+            sample_episodes=True,
+            to_numpy=True,
+            lookback=1,
+        )
+        counts.append(len(sampled))
+        for episode in sampled:
+            starts.append((episode.id_, episode.t_started))
+            n_steps.append(int(episode.get_extra_model_outputs("n_step")[0]))
+    return starts, n_steps, counts
+
+
+def _fork_items(episodes, n_step, batches, batch_size):
+    buffer = ColumnarEpisodeBuffer(capacity=10**6, seed=2)
+    buffer.add([episode_columns_from_episode(e) for e in episodes])
+    starts, n_steps, counts = [], [], []
+    for _ in range(batches):
+        sampled = buffer.sample(batch_size, n_step=n_step)
+        counts.append(len(sampled))
+        starts.extend(zip(sampled.episode_ids, sampled.timesteps.tolist()))
+        n_steps.extend(sampled.n_step.tolist())
+    return starts, n_steps, counts
+
+
+def _same_distribution(first, second, cells):
+    table = np.array(
+        [
+            [collections.Counter(first)[c] for c in cells],
+            [collections.Counter(second)[c] for c in cells],
+        ]
+    )
+    return stats.chi2_contingency(table).pvalue
+
+
+@pytest.mark.parametrize("n_step", [1, (1, 6)])
+def test_sampling_frequencies_match_upstream(n_step):
+    _, episodes = _episodes(num_episodes=5, max_steps=15)
+    batches, batch_size = 30, 256
+    up_starts, up_n, up_counts = _upstream_items(episodes, n_step, batches, batch_size)
+    fork_starts, fork_n, fork_counts = _fork_items(
+        episodes, n_step, batches, batch_size
+    )
+    cells = [(e.id_, t) for e in episodes for t in range(len(e))]
+    assert set(up_starts) <= set(cells) and set(fork_starts) <= set(cells)
+
+    # Starts: the same distribution, and each uniform over all timesteps.
+    assert _same_distribution(up_starts, fork_starts, cells) > P_MIN
+    for starts in (up_starts, fork_starts):
+        counts = collections.Counter(starts)
+        assert stats.chisquare([counts[c] for c in cells]).pvalue > P_MIN
+
+    # n-steps: the same values with the same frequencies.
+    values = sorted(set(up_n) | set(fork_n))
+    expected = [1] if n_step == 1 else list(range(*n_step))
+    assert values == expected
+    if len(values) > 1:
+        assert _same_distribution(up_n, fork_n, values) > P_MIN
+
+    # Items per batch: exactly the batch size for n_step=1; with overshooting
+    # n-steps upstream's counter can step back, so more items, equally often.
+    if n_step == 1:
+        assert up_counts == fork_counts == [batch_size] * batches
+    else:
+        assert min(up_counts) >= batch_size and min(fork_counts) >= batch_size
+        assert stats.ttest_ind(up_counts, fork_counts).pvalue > P_MIN
+        assert max(fork_counts) > batch_size
+
+
+def _prelearner(observation_space, action_space, fast, capacity):
+    config = (
+        BCConfig()
+        .environment(observation_space=observation_space, action_space=action_space)
+        .training(train_batch_size_per_learner=32)
+        .learners(learner_config_dict={FAST_PATH_KEY: fast})
+        .offline_data(
+            input_="/nonexistent",
+            input_read_episodes=True,
+            prelearner_buffer_kwargs={"capacity": capacity},
+        )
+    )
+    spec = config.get_multi_rl_module_spec(
+        spaces={DEFAULT_MODULE_ID: (observation_space, action_space)},
+        inference_only=False,
+    )
+    return OfflinePreLearner(
+        config=config, spaces=(observation_space, action_space), module_spec=spec
+    )
+
+
+def test_capacity_and_duplicates_match_upstream():
+    """Same episodes held after each batch: eviction by timesteps, no repeats.
+
+    Each batch brings at most one new episode (plus repeats), so the order in
+    which upstream adds a batch's set of episodes cannot matter.
+    """
+    env, episodes = _episodes(num_episodes=8, max_steps=40, seed=3)
+    capacity = 90
+    fast = _prelearner(env.observation_space, env.action_space, True, capacity)
+    general = _prelearner(env.observation_space, env.action_space, False, capacity)
+    assert fast.uses_fast_path and not general.uses_fast_path
+    e = episodes
+    batches = [[e[0]], [e[1], e[1]], [e[0], e[2]], [e[3]], [e[3], e[4], e[2]]]
+    batches += [[e[5]], [e[0]], [e[6], e[6], e[0]], [e[7]]]
+    evicted = 0
+    for number, batch in enumerate(batches):
+        payloads = np.array([encode_episode(x) for x in batch], dtype=object)
+        fast({"item": payloads})
+        general({"item": payloads})
+        held = [ep.id_ for ep in fast.columnar_buffer.episodes]
+        assert held == [ep.id_ for ep in general.episode_buffer.episodes]
+        assert len(set(held)) == len(held)
+        assert (
+            fast.columnar_buffer.get_num_timesteps()
+            == general.episode_buffer.get_num_timesteps()
+        )
+        assert fast.columnar_buffer.get_num_timesteps() <= capacity or len(held) == 1
+        if number == 6:
+            # Evicted by then, episode 0 comes back when it is read again.
+            assert held[-1] == e[0].id_
+        evicted = fast.columnar_buffer.get_num_episodes_evicted()
+    assert evicted > 0  # The capacity did bite.
+
+
+def test_unfinished_episodes_are_rejected_on_both_paths():
+    env, episodes = _episodes(num_episodes=2, max_steps=20)
+    episodes[0].is_terminated = episodes[0].is_truncated = False
+    payloads = np.array([encode_episode(x) for x in episodes], dtype=object)
+    for fast in (True, False):
+        prelearner = _prelearner(env.observation_space, env.action_space, fast, 100)
+        with pytest.raises(ValueError, match="must be"):
+            prelearner({"item": payloads})
+
+
+def test_empty_buffer_cannot_be_sampled():
+    with pytest.raises(ValueError, match="empty"):
+        ColumnarEpisodeBuffer(capacity=10).sample(4)
