@@ -18,9 +18,10 @@ import gymnasium as gym
 import numpy as np
 import tree
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.rllib.offline.episode_reader import decode_episode_state
+from ray.rllib.utils.spaces.space_utils import batch
 
 from rllib.env.utils.infinite_lookback_buffer import restore_space_structure
-from rllib.offline.episode_writer import decompress_payload
 
 
 @dataclass
@@ -52,13 +53,6 @@ class EpisodeColumns:
         return self.is_terminated or self.is_truncated
 
 
-def _stack_items(items: list) -> Any:
-    """Stacks a list of per-step items (nests) into a nest of arrays."""
-    if not items:
-        raise ValueError("the buffer holds no items")
-    return tree.map_structure(lambda *leaves: np.stack(leaves), *items)
-
-
 def _buffer_rows(
     state: Dict[str, Any], space: Optional[gym.Space], expected: int, name: str
 ) -> Any:
@@ -77,7 +71,7 @@ def _buffer_rows(
         items = list(data)[lookback:]
         if space is not None:
             items = [restore_space_structure(item, space) for item in items]
-        rows = _stack_items(items)
+        rows = batch(items)
     for leaf in tree.flatten(rows):
         if len(leaf) != expected:
             raise ValueError(
@@ -128,12 +122,10 @@ def decode_episode_columns(
     action_space: Optional[gym.Space] = None,
 ) -> EpisodeColumns:
     """Decodes one `item` payload (compressed or not) into `EpisodeColumns`."""
-    import msgpack
-    import msgpack_numpy as mnp
-
-    state = msgpack.unpackb(decompress_payload(payload), object_hook=mnp.decode)
     return episode_columns_from_state(
-        state, observation_space=observation_space, action_space=action_space
+        decode_episode_state(payload),
+        observation_space=observation_space,
+        action_space=action_space,
     )
 
 
@@ -144,8 +136,8 @@ def episode_columns_from_episode(episode: SingleAgentEpisode) -> EpisodeColumns:
     actions = episode.get_actions(slice(0, num_steps))
     rewards = episode.get_rewards(slice(0, num_steps))
     if not episode.is_numpy:
-        observations = _stack_items(observations)
-        actions = _stack_items(actions) if num_steps else None
+        observations = batch(observations)
+        actions = batch(actions) if num_steps else None
     return EpisodeColumns(
         id_=episode.id_,
         observations=observations,

@@ -199,6 +199,33 @@ def _restore_buffer(buffer, space: Optional[gym.Space]) -> None:
         buffer.data = _restore_structure(space, buffer.data)
 
 
+def decode_episode_state(payload: bytes) -> Dict[str, Any]:
+    """The `SingleAgentEpisode.get_state()` dict in an `item` payload.
+
+    msgpack turns tuples into lists on the way; `decode_episode` restores them.
+    """
+    import msgpack
+    import msgpack_numpy as mnp
+
+    return msgpack.unpackb(decompress_payload(payload), object_hook=mnp.decode)
+
+
+def cannot_decode_error(where: str, error: Exception, hint: str = "") -> ValueError:
+    """The error for an `item` payload that does not decode.
+
+    Args:
+        where: Words that locate the row, e.g. from `describe_row`.
+        error: What decoding raised.
+        hint: Appended to the message.
+    """
+    return ValueError(
+        f"Cannot decode {where}: {type(error).__name__}: "
+        f"{str(error).rstrip('.')}. The `{ITEM_COLUMN}` column must hold msgpack "
+        "+ msgpack_numpy of `SingleAgentEpisode.get_state()` (optionally "
+        f"compressed by `EpisodeWriter`); re-write or drop this row.{hint}"
+    )
+
+
 @PublicAPI(stability="alpha")
 def decode_episode(
     payload: bytes,
@@ -217,11 +244,7 @@ def decode_episode(
     Returns:
         The `SingleAgentEpisode`.
     """
-    import msgpack
-    import msgpack_numpy as mnp
-
-    state = msgpack.unpackb(decompress_payload(payload), object_hook=mnp.decode)
-    episode = SingleAgentEpisode.from_state(state)
+    episode = SingleAgentEpisode.from_state(decode_episode_state(payload))
     _restore_buffer(
         episode.observations, observation_space or episode.observation_space
     )
@@ -297,13 +320,8 @@ def read_episodes(
                             action_space=act_space,
                         )
                     except Exception as error:
-                        raise ValueError(
-                            f"Cannot decode {describe_row(row, episode_id, file)}: "
-                            f"{type(error).__name__}: {str(error).rstrip('.')}. "
-                            f"The `item` column "
-                            "must hold msgpack + msgpack_numpy of "
-                            "`SingleAgentEpisode.get_state()`; re-write or drop "
-                            "this row."
+                        raise cannot_decode_error(
+                            describe_row(row, episode_id, file), error
                         ) from error
                     yield episode
                     row += 1

@@ -28,6 +28,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.offline import offline_prelearner as _upstream
 from ray.rllib.offline.episode_reader import (
+    cannot_decode_error,
     decode_episode,
     list_episode_files,
     read_file_metadata,
@@ -340,21 +341,16 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
                     found.append(f"episode id `{ids[row]}`")
                 if paths is not None:
                     found.append(f"file `{paths[row]}`")
+                where = f"the episode in batch row {row}"
+                if found:
+                    where += f" ({', '.join(found)})"
                 hint = (
                     ""
                     if paths is not None
                     else " To see its file, read with `config.offline_data("
                     'input_read_method_kwargs={"include_paths": True})`.'
                 )
-                raise ValueError(
-                    f"Cannot decode the episode in batch row {row}"
-                    f"{' (' + ', '.join(found) + ')' if found else ''}: "
-                    f"{type(error).__name__}: {str(error).rstrip('.')}. "
-                    f"The `{ITEM_COLUMN}` column "
-                    "must hold msgpack + msgpack_numpy of "
-                    "`SingleAgentEpisode.get_state()` (optionally compressed by "
-                    f"`EpisodeWriter`); re-write or remove that row.{hint}"
-                ) from error
+                raise cannot_decode_error(where, error, hint) from error
         return episodes
 
     def _require_item_column(self, batch: Dict[str, np.ndarray]) -> None:

@@ -92,12 +92,10 @@ class TransitionBatchBuilder:
         *,
         columns: Tuple[str, ...],
         add_bootstrap_row: bool,
-        ids_made_unique: bool,
         batch_pieces: List[Any],
     ):
         self.columns = columns
         self.add_bootstrap_row = add_bootstrap_row
-        self.ids_made_unique = ids_made_unique
         self.batch_pieces = batch_pieces
 
     @classmethod
@@ -116,7 +114,6 @@ class TransitionBatchBuilder:
         columns: List[str] = []
         batch_pieces = []
         add_bootstrap_row = False
-        ids_made_unique = False
         batched = False
         for position, piece in enumerate(pipeline.connectors):
             kind = type(piece)
@@ -134,7 +131,7 @@ class TransitionBatchBuilder:
             elif kind is AddOneTsToEpisodesAndTruncate:
                 if position != 0:
                     return None, f"`{name}` is not the first connector"
-                add_bootstrap_row = ids_made_unique = True
+                add_bootstrap_row = True
                 columns.extend(_EPISODE_PIECES[kind])
             elif kind is AddObservationsFromEpisodesToBatch:
                 if not piece._as_learner_connector:
@@ -159,7 +156,6 @@ class TransitionBatchBuilder:
             cls(
                 columns=columns,
                 add_bootstrap_row=add_bootstrap_row,
-                ids_made_unique=ids_made_unique,
                 batch_pieces=batch_pieces,
             ),
             "",
@@ -174,7 +170,8 @@ class TransitionBatchBuilder:
     ) -> Dict[str, Dict[str, Any]]:
         """The per-module train batch for `transitions` sampled from `buffer`."""
         batch = self._rows(buffer, transitions)
-        if not self.ids_made_unique:
+        # `AddOneTsToEpisodesAndTruncate` gives every item an id of its own.
+        if not self.add_bootstrap_row:
             order = _first_appearance_order(transitions.episode_ids)
             if order is not None:
                 batch = tree.map_structure(lambda leaf: leaf[order], batch)
@@ -243,6 +240,8 @@ def _first_appearance_order(episode_ids: np.ndarray) -> Optional[np.ndarray]:
     `AddObservationsFromEpisodesToBatch` (it appends `_<index>`), so only ids
     with `_` can be shared (or collide with such a suffixed id).
     """
+    if not any("_" in episode_id for episode_id in set(episode_ids)):
+        return None
     groups: Dict[str, int] = {}
     keys = np.empty(len(episode_ids), dtype=np.int64)
     for i, episode_id in enumerate(episode_ids):
