@@ -1,8 +1,8 @@
 """The fork's changes to ``ray.rllib.offline.offline_evaluation_runner``.
 
-- ``OfflineEvaluationRunner._convert_batch_type``: delegates to the fork's one
-  conversion path,
-  :func:`rllib.core.learner.batch_conversion.convert_multi_agent_batch`.
+- ``OfflineEvaluationRunner._convert_batch_type``: the fork's one conversion
+  path, counting env steps as upstream does here (the longest module batch),
+  :func:`rllib.core.learner.batch_conversion.convert_batch_type_counting_longest`.
 - ``OfflineEvaluationRunner._create_batch_iterator``: every minibatch passes the
   same tree-aware check as the Learner's train batches before the RLModule
   sees it, so Dict, Tuple and nested observations are tensors on the runner's
@@ -15,40 +15,9 @@ from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.minibatch_utils import MiniBatchRayDataIterator
 
 from rllib.core.learner.batch_conversion import (
-    convert_multi_agent_batch,
-    longest_module_batch,
+    convert_batch_type_counting_longest,
     needs_conversion,
 )
-
-
-def _convert_batch_type(
-    self,
-    batch: MultiAgentBatch,
-    to_device: bool = True,
-    pin_memory: bool = False,
-    use_stream: bool = False,
-) -> MultiAgentBatch:
-    """Converts every leaf of ``batch`` to a torch tensor, keeping its nesting.
-
-    Args:
-        self: The offline evaluation runner.
-        batch: The batch to convert.
-        to_device: Whether to move the tensors to the runner's device (else
-            they stay on the CPU).
-        pin_memory: Whether to pin host memory before a copy to CUDA.
-        use_stream: Whether to copy to CUDA on a separate stream.
-
-    Returns:
-        The converted batch; its env steps are the longest module batch's
-        length, as upstream counts them here.
-    """
-    return convert_multi_agent_batch(
-        batch,
-        self._device if to_device else None,
-        pin_memory=pin_memory,
-        use_stream=use_stream,
-        env_steps=longest_module_batch(batch),
-    )
 
 
 def _create_batch_iterator(self, **kwargs) -> Iterable[MultiAgentBatch]:
@@ -91,6 +60,8 @@ class _DeviceCheckedBatches:
 #: Upstream names in ``ray.rllib.offline.offline_evaluation_runner`` that this
 #: module replaces.
 REPLACES = {
-    "OfflineEvaluationRunner._convert_batch_type": _convert_batch_type,
+    "OfflineEvaluationRunner._convert_batch_type": (
+        convert_batch_type_counting_longest
+    ),
     "OfflineEvaluationRunner._create_batch_iterator": _create_batch_iterator,
 }

@@ -148,3 +148,57 @@ def _same_device(a: "torch.device", b: "torch.device") -> bool:
             b.index if b.index is not None else current
         )
     return a.index is None or b.index is None
+
+
+def _convert_batch_type(self, batch, to_device, pin_memory, use_stream, env_steps):
+    return convert_multi_agent_batch(
+        batch,
+        self._device if to_device else None,
+        pin_memory=pin_memory,
+        use_stream=use_stream,
+        env_steps=env_steps,
+    )
+
+
+@DeveloperAPI
+def convert_batch_type(
+    self,
+    batch: MultiAgentBatch,
+    to_device: bool = True,
+    pin_memory: bool = False,
+    use_stream: bool = False,
+) -> MultiAgentBatch:
+    """A ``_convert_batch_type`` method (``TorchLearner``'s) on this one path.
+
+    Converts every leaf of ``batch`` to a torch tensor, keeping its nesting.
+
+    Args:
+        self: The Learner (anything with a ``_device``).
+        batch: The batch to convert.
+        to_device: Whether to move the tensors to ``self._device`` (else they
+            stay on the CPU).
+        pin_memory: Whether to pin host memory before a copy to CUDA.
+        use_stream: Whether to copy to CUDA on a separate stream.
+
+    Returns:
+        The converted batch, with ``batch``'s env steps.
+    """
+    return _convert_batch_type(self, batch, to_device, pin_memory, use_stream, None)
+
+
+@DeveloperAPI
+def convert_batch_type_counting_longest(
+    self,
+    batch: MultiAgentBatch,
+    to_device: bool = True,
+    pin_memory: bool = False,
+    use_stream: bool = False,
+) -> MultiAgentBatch:
+    """Like :func:`convert_batch_type`, env steps = the longest module batch.
+
+    That is how upstream's ``TorchDifferentiableLearner`` and offline
+    evaluation runners count the env steps of the converted batch.
+    """
+    return _convert_batch_type(
+        self, batch, to_device, pin_memory, use_stream, longest_module_batch(batch)
+    )

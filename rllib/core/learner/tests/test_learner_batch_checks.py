@@ -23,7 +23,7 @@ from ray.rllib.offline.offline_policy_evaluation_runner import (
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 from rllib.core.learner import learner as fork_learner
-from rllib.core.learner.torch import torch_learner as fork_torch_learner
+from rllib.core.learner.batch_conversion import convert_batch_type
 
 DEVICES = [
     "cpu",
@@ -45,7 +45,7 @@ def _stub_learner(device):
 
     def convert(batch):
         stub.conversions += 1
-        return fork_torch_learner._convert_batch_type(stub, batch)
+        return convert_batch_type(stub, batch)
 
     stub._convert_batch_type = convert
     return stub

@@ -1,44 +1,13 @@
 """The fork's changes to ``ray.rllib.core.learner.torch.torch_learner``.
 
-- ``TorchLearner._convert_batch_type``: delegates to the fork's one conversion
-  path, :func:`rllib.core.learner.batch_conversion.convert_multi_agent_batch`.
+- ``TorchLearner._convert_batch_type``: the fork's one conversion path,
+  :func:`rllib.core.learner.batch_conversion.convert_batch_type`.
 """
 
-from ray.rllib.policy.sample_batch import MultiAgentBatch
-
-from rllib.core.learner.batch_conversion import convert_multi_agent_batch
-
-
-def _convert_batch_type(
-    self,
-    batch: MultiAgentBatch,
-    to_device: bool = True,
-    pin_memory: bool = False,
-    use_stream: bool = False,
-) -> MultiAgentBatch:
-    """Converts every leaf of ``batch`` to a torch tensor, keeping its nesting.
-
-    Args:
-        self: The ``TorchLearner``.
-        batch: The batch to convert.
-        to_device: Whether to move the tensors to the Learner's device (else
-            they stay on the CPU).
-        pin_memory: Whether to pin host memory before a copy to CUDA.
-        use_stream: Whether to copy to CUDA on a separate stream.
-
-    Returns:
-        The converted batch, with ``batch``'s env steps.
-    """
-    return convert_multi_agent_batch(
-        batch,
-        self._device if to_device else None,
-        pin_memory=pin_memory,
-        use_stream=use_stream,
-    )
-
+from rllib.core.learner.batch_conversion import convert_batch_type
 
 #: Upstream names in ``ray.rllib.core.learner.torch.torch_learner`` that this
 #: module replaces.
 REPLACES = {
-    "TorchLearner._convert_batch_type": _convert_batch_type,
+    "TorchLearner._convert_batch_type": convert_batch_type,
 }
