@@ -18,14 +18,7 @@ from rllib.connectors.learner.general_advantage_estimation import (
 from rllib.utils.postprocessing.tests.test_value_predictions import (
     reference_value_targets,
 )
-
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"),
-    ),
-]
+from rllib.utils.tests.devices import DEVICES
 
 
 def _module(device):

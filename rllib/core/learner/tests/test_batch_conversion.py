@@ -16,14 +16,7 @@ from rllib.core.learner.batch_conversion import (
     longest_module_batch,
     needs_conversion,
 )
-
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"),
-    ),
-]
+from rllib.utils.tests.devices import DEVICES, requires_cuda
 
 
 def _nested_obs(leaf_fn):
@@ -92,7 +85,7 @@ def test_wrong_device_tensor_needs_conversion(device):
     assert needs_conversion(batch, device)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
+@requires_cuda
 def test_cpu_tensor_for_cuda_learner_and_back():
     assert needs_conversion(_nested_obs(_on("cpu")), "cuda")
     assert needs_conversion(_nested_obs(_on("cuda")), "cpu")

@@ -24,14 +24,7 @@ from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 from rllib.core.learner import learner as fork_learner
 from rllib.core.learner.batch_conversion import convert_batch_type
-
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"),
-    ),
-]
+from rllib.utils.tests.devices import DEVICES
 
 
 def _stub_learner(device):

@@ -18,6 +18,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from rllib.core.learner.tests import structured_obs as so
+from rllib.utils.tests.devices import requires_cuda
 
 ITERATIONS = 3
 ALGOS = {"BC": BCConfig, "MARWIL": MARWILConfig}
@@ -160,7 +161,7 @@ def test_train_tuple_obs_stock_format(ray_cluster, datasets):
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
+@requires_cuda
 @pytest.mark.parametrize("kind", sorted(so.OBS_SPACES))
 def test_train_structured_obs_on_gpu(ray_cluster, datasets, kind):
     _train_and_check(

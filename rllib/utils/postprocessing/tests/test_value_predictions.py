@@ -7,14 +7,7 @@ import pytest
 import torch
 
 from rllib.utils.postprocessing.value_predictions import compute_value_targets
-
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"),
-    ),
-]
+from rllib.utils.tests.devices import DEVICES
 
 
 def reference_value_targets(values, rewards, terminateds, truncateds, gamma, lambda_):
