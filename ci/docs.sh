@@ -6,24 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ -z "${VIRTUAL_ENV:-}" ]; then
-  if [ ! -x .venv/bin/python ]; then
-    python3 -m venv .venv
-  fi
-  # shellcheck disable=SC1091
-  source .venv/bin/activate
-fi
-
 # The API reference imports the fork: it must be installed and active.
-if ! python -c "import rllib, sys; sys.exit(not rllib.is_active())" 2>/dev/null; then
-  python -m pip install --quiet --upgrade pip
-  # The CPU wheel of torch; a bare `torch` would pull a multi-GB CUDA build.
-  python -m pip install --quiet "torch==2.13.0"
-  python -m pip install --quiet -c ci/constraints.txt -e ".[doc]"
-fi
-if ! python -c "import sphinx, pydata_sphinx_theme, myst_parser" 2>/dev/null; then
-  python -m pip install --quiet -c ci/constraints.txt -e ".[doc]"
-fi
+# shellcheck source=ci/env.sh
+source ci/env.sh
+ci_activate_env "doc" "rllib, sphinx, pydata_sphinx_theme, myst_parser"
 
 export RAY_USAGE_STATS_ENABLED=0 PYTHONWARNINGS=ignore::DeprecationWarning
 rm -rf doc/_build/doctrees

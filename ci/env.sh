@@ -1,0 +1,23 @@
+# Sourced by ci/test.sh and ci/docs.sh (not run on its own).
+#
+# ci_activate_env EXTRAS MODULES: uses the active virtualenv, else `.venv` in
+# the repo (created if missing), and installs the fork with EXTRAS (pinned by
+# ci/constraints.txt) unless MODULES import and the fork is active.
+
+ci_activate_env() {
+  local extras=$1 modules=$2
+  if [ -z "${VIRTUAL_ENV:-}" ]; then
+    if [ ! -x .venv/bin/python ]; then
+      python3 -m venv .venv
+    fi
+    # shellcheck disable=SC1091
+    source .venv/bin/activate
+  fi
+  if ! python -c "import $modules" 2>/dev/null \
+     || ! python -c "import rllib, sys; sys.exit(not rllib.is_active())" 2>/dev/null; then
+    python -m pip install --quiet --upgrade pip
+    # The CPU wheel of torch; a bare `torch` would pull a multi-GB CUDA build.
+    python -m pip install --quiet "torch==2.13.0"
+    python -m pip install --quiet -c ci/constraints.txt -e ".[$extras]"
+  fi
+}
