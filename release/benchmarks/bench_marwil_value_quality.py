@@ -26,38 +26,22 @@ import time
 import numpy as np
 
 
-def scripted_action(obs, rng, epsilon):
-    if rng.random() < epsilon:
-        return int(rng.integers(2))
+def expert_action(obs) -> int:
+    """The benchmark's controller: balances and keeps the cart near the middle."""
     x, x_dot, theta, theta_dot = obs
     return int(theta + 0.3 * theta_dot + 0.01 * x + 0.05 * x_dot > 0)
 
 
 def record_episodes(num_episodes, epsilon, seed):
+    """Numpy-ized CartPole episodes, `epsilon` of the actions random."""
     import gymnasium as gym
-    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-    env = gym.make("CartPole-v1")
-    rng = np.random.default_rng(seed)
-    episodes = []
-    for i in range(num_episodes):
-        obs, info = env.reset(seed=seed + i)
-        episode = SingleAgentEpisode(
-            observations=[obs],
-            infos=[info],
-            observation_space=env.observation_space,
-            action_space=env.action_space,
-        )
-        done = False
-        while not done:
-            action = scripted_action(obs, rng, epsilon)
-            obs, reward, terminated, truncated, info = env.step(action)
-            episode.add_env_step(
-                obs, action, reward, info, terminated=terminated, truncated=truncated
-            )
-            done = terminated or truncated
-        episodes.append(episode.to_numpy())
-    return episodes
+    from rllib.examples.offline_rl import scripted_cartpole
+
+    episodes = scripted_cartpole.record_episodes(
+        gym.make("CartPole-v1"), num_episodes, expert_action, epsilon=epsilon, seed=seed
+    )
+    return [episode.to_numpy() for episode in episodes]
 
 
 def write_hand_rolled(episodes, path):

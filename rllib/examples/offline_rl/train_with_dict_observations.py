@@ -94,7 +94,6 @@ def build_config(args: argparse.Namespace, data_dir: str):
         from ray.rllib.algorithms.bc import BCConfig
 
         config = BCConfig()
-    # MARWIL's GAE needs whole episodes in a batch; BC samples timesteps.
     return (
         config.environment(ENV_NAME)
         .env_runners(num_env_runners=0)
