@@ -21,7 +21,7 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.offline.episode_reader import decode_episode_state
 from ray.rllib.utils.spaces.space_utils import batch
 
-from rllib.env.utils.infinite_lookback_buffer import restore_space_structure
+from rllib.env.utils.infinite_lookback_buffer import restore_buffer_data
 
 
 @dataclass
@@ -62,16 +62,12 @@ def _buffer_rows(
     """
     if expected == 0:
         return None
-    data, lookback = state["data"], state["lookback"]
+    lookback = state["lookback"]
+    data = restore_buffer_data(state["data"], state["finalized"], space)
     if state["finalized"]:
-        if space is not None:
-            data = restore_space_structure(data, space)
         rows = tree.map_structure(lambda leaf: np.asarray(leaf)[lookback:], data)
     else:
-        items = list(data)[lookback:]
-        if space is not None:
-            items = [restore_space_structure(item, space) for item in items]
-        rows = batch(items)
+        rows = batch(list(data)[lookback:])
     for leaf in tree.flatten(rows):
         if len(leaf) != expected:
             raise ValueError(

@@ -35,6 +35,8 @@ from ray.rllib.offline.episode_writer import (
 )
 from ray.util.annotations import PublicAPI
 
+from rllib.env.utils.infinite_lookback_buffer import restore_buffer_data
+
 PathLike = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 
 
@@ -179,24 +181,8 @@ def read_spaces(
     )
 
 
-def _restore_structure(space: Optional[gym.Space], value: Any) -> Any:
-    """Turns lists back into tuples where `space` has a Tuple (msgpack drops them)."""
-    if isinstance(space, gym.spaces.Tuple) and isinstance(value, (list, tuple)):
-        if len(value) == len(space.spaces):
-            return tuple(_restore_structure(s, v) for s, v in zip(space.spaces, value))
-        return value
-    if isinstance(space, gym.spaces.Dict) and isinstance(value, dict):
-        return {k: _restore_structure(space.spaces.get(k), v) for k, v in value.items()}
-    return value
-
-
 def _restore_buffer(buffer, space: Optional[gym.Space]) -> None:
-    if not isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict)):
-        return
-    if isinstance(buffer.data, list):
-        buffer.data = [_restore_structure(space, item) for item in buffer.data]
-    else:  # A numpy buffer holds one batched structure.
-        buffer.data = _restore_structure(space, buffer.data)
+    buffer.data = restore_buffer_data(buffer.data, buffer.finalized, space)
 
 
 def decode_episode_state(payload: bytes) -> Dict[str, Any]:

@@ -8,7 +8,7 @@
 """
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Dict
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 import gymnasium as gym
 from ray.rllib.utils.serialization import gym_space_from_dict
@@ -36,14 +36,27 @@ def _from_state(state: Dict[str, Any]) -> "InfiniteLookbackBuffer":
     buffer.lookback = state["lookback"]
     buffer.finalized = state["finalized"]
     buffer.space = gym_space_from_dict(state["space"]) if state["space"] else None
-    data = state["data"]
-    if buffer.space is not None:
-        if buffer.finalized:
-            data = restore_space_structure(data, buffer.space)
-        elif isinstance(data, list):
-            data = [restore_space_structure(item, buffer.space) for item in data]
-    buffer.data = data
+    buffer.data = restore_buffer_data(state["data"], buffer.finalized, buffer.space)
     return buffer
+
+
+def restore_buffer_data(data: Any, finalized: bool, space: Optional[gym.Space]) -> Any:
+    """A buffer's data with the tuples of ``space`` restored.
+
+    Args:
+        data: The buffer's data: one batched structure if ``finalized``, else
+            a list of per-step items.
+        finalized: Whether the buffer was finalized (numpy-ized).
+        space: The space of one item; None (or a space without a Tuple or
+            Dict) leaves ``data`` as it is.
+    """
+    if not isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict)):
+        return data  # No Tuple inside: nothing msgpack could have changed.
+    if finalized:
+        return restore_space_structure(data, space)
+    if isinstance(data, list):
+        return [restore_space_structure(item, space) for item in data]
+    return data
 
 
 def restore_space_structure(data: Any, space: gym.Space) -> Any:

@@ -100,6 +100,23 @@ def test_round_trip_numpy_episode(tmp_path):
     assert_episodes_equal(back, episode)
 
 
+@pytest.mark.parametrize("numpy_episode", [False, True])
+def test_decode_restores_tuples_from_the_given_space(numpy_episode):
+    """An episode recorded without spaces gets its tuples from the caller's."""
+    episode = make_episode(TUPLE, DISCRETE, length=4, with_spaces=False)
+    if numpy_episode:
+        episode.to_numpy()
+    decoded = episode_reader.decode_episode(
+        episode_writer.encode_episode(episode), observation_space=TUPLE
+    )
+    assert decoded.observation_space is None
+    for t in range(5):
+        assert isinstance(decoded.get_observations(t), tuple)
+        np.testing.assert_array_equal(
+            decoded.get_observations(t)[0], episode.get_observations(t)[0]
+        )
+
+
 @pytest.mark.parametrize(
     "space",
     [
