@@ -1,9 +1,12 @@
 """Applies the fork's modules to the installed ray (second half of the overlay).
 
 :func:`install` runs once per process, right after ``ray`` itself is imported.
-It checks the ray version and registers one wrapt post-import hook per fork
-module. A hook fires when its upstream module has finished loading and, before
-any other module can bind the upstream names, swaps in the fork's objects.
+It checks the ray version and, with the drift guard
+(:mod:`rllib._fork.fingerprints`), that no upstream object the fork replaces
+has changed; only then does it register one wrapt post-import hook per fork
+module. Either check failing keeps the whole overlay off for the process. A
+hook fires when its upstream module has finished loading and, before any other
+module can bind the upstream names, swaps in the fork's objects.
 """
 
 import importlib
@@ -42,6 +45,8 @@ def install() -> bool:
                     stacklevel=2,
                 )
             return False
+        if not boot.upstream_unchanged():
+            return False  # The drift guard warned once and named the objects.
         _installed = True
 
     import wrapt
@@ -64,8 +69,21 @@ def apply(fork_module_name: str, upstream_module) -> None:
     """Replaces every name in ``fork_module.REPLACES`` on ``upstream_module``."""
     if boot.is_loading_before_upstream(fork_module_name):
         return  # Applied by the boot finder once the fork module has run.
+    if not boot.overlay_allowed():
+        return  # Unsupported ray or drift: the fork stays off, all of it.
+    from rllib._fork import fingerprints
+
     fork_module = importlib.import_module(fork_module_name)
     for dotted, replacement in fork_module.REPLACES.items():
+        if not fingerprints.is_verified(upstream_module.__name__, dotted):
+            raise RuntimeError(
+                f"rllib-fork: `{fork_module_name}` replaces `{dotted}` in "
+                f"`{upstream_module.__name__}`, but no fingerprint of it is "
+                f"recorded for ray {boot.ray_version()}, so the drift guard "
+                "cannot tell whether upstream changed it. Fork maintainers: "
+                "review the upstream object, then run "
+                f"`{fingerprints.UPDATE_COMMAND}`."
+            )
         owner, attr = _resolve_owner(upstream_module, dotted)
         if not hasattr(owner, attr):
             raise AttributeError(

@@ -15,6 +15,7 @@ REPLACING_MODULES = (
     "rllib.connectors.learner.general_advantage_estimation",
     "rllib.core.learner.learner",
     "rllib.offline.offline_prelearner",
+    "rllib.offline.offline_data",
     "rllib.utils",
     "rllib.env.utils.infinite_lookback_buffer",
     "rllib.core.learner.differentiable_learner",
@@ -23,7 +24,10 @@ REPLACING_MODULES = (
     "rllib.offline.offline_evaluation_runner",
     "rllib.offline.offline_policy_evaluation_runner",
     "rllib.offline.offline_env_runner",
+    "rllib.algorithms.algorithm_config",
+    "rllib.algorithms.algorithm",
     "rllib.algorithms.marwil.marwil",
+    "rllib.algorithms.marwil.torch.marwil_torch_learner",
 )
 
 #: Fork modules that are new upstream: importable as ``ray.<name>`` too.
@@ -31,6 +35,10 @@ NEW_MODULES = (
     "rllib.offline.episode_writer",
     "rllib.offline.episode_reader",
     "rllib.core.learner.batch_conversion",
+    "rllib.offline.episode_inspection",
+    "rllib.offline.episode_conversion",
+    "rllib.offline.episodes",
+    "rllib.offline.minari_io",
 )
 
 

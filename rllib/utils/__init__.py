@@ -1,4 +1,4 @@
-"""The fork's changes to ``ray.rllib.utils``: structure-preserving batch flattening.
+"""The fork's changes to ``ray.rllib.utils``: batch flattening that keeps tuples.
 
 ``OfflinePreLearner`` flattens its nested per-module batch into one level of
 ``"/"``-joined keys for Ray Data, and the Learner side (``Learner``,
@@ -7,19 +7,36 @@ rebuilds the nest with ``unflatten_dict``. Upstream writes a tuple position as
 its plain index, so ``obs=(a, b)`` comes back as ``{"0": a, "1": b}`` and a
 model that takes a Tuple observation gets a dict.
 
-Here a tuple (or list) position is written as ``"#<index>"`` and comes back as
-a tuple; a dict key that itself starts with ``"#"`` is escaped by one more
-``"#"``. Keys of plain dicts of arrays flatten exactly as upstream's do.
+Both functions replace upstream's for every caller, so they do what upstream's
+do for every input, with one change: a tuple (or list) position is written as
+``"#<index>"``, and a level of the rebuilt nest whose keys are exactly
+``"#0"`` ... ``"#<n-1>"`` comes back as a tuple. Everything else is as
+upstream: the same keys in the same order (``dm-tree``'s: dict keys sorted),
+keys are ``str(key)`` joined by ``sep`` (a key that contains ``sep`` is split
+into levels when rebuilt, as upstream), empty dicts and tuples vanish, the
+leaves are the same objects, and plain dicts come out.
+
+The one input that rebuilds differently from upstream besides the fork's own
+tuples: a dict whose keys are exactly ``"#0"`` ... ``"#<n-1>"`` (all of them,
+nothing else) comes back as a tuple. Any text marker can collide with some
+dict key, since upstream writes keys with ``str()``; this marker keeps the
+collision to that one shape, and escaping instead would change upstream's
+output for every key that starts with ``"#"``.
 
 This module must not import ``ray.rllib`` at module level: it may be imported
 while ``ray.rllib.utils`` is still loading.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Dict
+
+import tree
 
 #: Marks a tuple position in a flattened key, e.g. ``"default_policy/obs/#0"``.
 _SEQ_MARK = "#"
+
+# Stands for a part of the nest that `flatten_dict` could not follow.
+_UNKNOWN = object()
 
 
 def flatten_dict(nested: Dict[str, Any], sep: str = "/", env_steps: int = 0):
@@ -31,26 +48,40 @@ def flatten_dict(nested: Dict[str, Any], sep: str = "/", env_steps: int = 0):
         env_steps: Unused; kept for upstream's signature.
 
     Returns:
-        A flat dict from joined key paths to leaves. Tuple and list positions
-        become ``"#<index>"`` segments, so :func:`unflatten_dict` can rebuild
-        tuples.
-
-    Raises:
-        ValueError: If a dict key contains ``sep``.
+        A flat dict from joined key paths to leaves, in ``dm-tree``'s order, as
+        upstream's. Tuple and list positions become ``"#<index>"`` segments,
+        so :func:`unflatten_dict` can rebuild tuples; every other segment is
+        ``str(key)``, as upstream's.
     """
-    flat = {}
-    stack = [((), nested)]
-    while stack:
-        path, node = stack.pop()
-        if isinstance(node, Mapping):
-            for key, value in node.items():
-                stack.append((path + (_escape_key(key, sep),), value))
-        elif isinstance(node, (tuple, list)):
-            for index, value in enumerate(node):
-                stack.append((path + (f"{_SEQ_MARK}{index}",), value))
-        else:
-            flat[sep.join(path)] = node
-    return flat
+    return {
+        sep.join(_segments(nested, path)): leaf
+        for path, leaf in tree.flatten_with_path(nested)
+    }
+
+
+def _segments(nested: Any, path: tuple):
+    """The key segments of one ``dm-tree`` path through ``nested``."""
+    node = nested
+    for step in path:
+        is_position = (
+            isinstance(step, int)
+            and isinstance(node, Sequence)
+            and not isinstance(node, (str, bytes))
+        )
+        yield f"{_SEQ_MARK}{step}" if is_position else str(step)
+        node = _child(node, step)
+
+
+def _child(node: Any, step: Any) -> Any:
+    if node is _UNKNOWN:
+        return node
+    try:
+        if isinstance(step, str) and not isinstance(node, Mapping):
+            return getattr(node, step)  # A namedtuple's or attrs class's field.
+        return node[step]
+    except (AttributeError, IndexError, KeyError, TypeError):
+        # A container dm-tree knows and this walk does not: upstream's keys.
+        return _UNKNOWN
 
 
 def unflatten_dict(flat: Dict[str, Any], sep: str = "/") -> Dict[str, Any]:
@@ -61,69 +92,31 @@ def unflatten_dict(flat: Dict[str, Any], sep: str = "/") -> Dict[str, Any]:
         sep: The separator between the key segments.
 
     Returns:
-        The nested dict, with tuples where ``"#<index>"`` segments were.
-
-    Raises:
-        ValueError: If the tuple positions under one key are not ``0..n-1``, or
-            one path mixes tuple positions and dict keys at the same level.
+        The nested dict, built as upstream's (levels in the order their keys
+        first appear), where each level this function created whose keys are
+        exactly ``"#0"`` ... ``"#<n-1>"`` is a tuple.
     """
-    root = {}
+    nested = {}
+    created = []  # (parent, key, level) for each level made here, outer first.
     for compound_key, value in flat.items():
-        *parents, last = compound_key.split(sep)
-        node = root
-        for segment in parents:
-            node = node.setdefault(_SegmentKey.parse(segment), {})
-        node[_SegmentKey.parse(last)] = value
-    return _materialize(root, compound_path="")
+        keys = compound_key.split(sep)
+        current = nested
+        for key in keys[:-1]:
+            if key not in current:
+                current[key] = {}
+                created.append((current, key, current[key]))
+            current = current[key]
+        current[keys[-1]] = value
+    # Inner levels first, so a tuple is built from finished items.
+    for parent, key, level in reversed(created):
+        if parent[key] is level and _is_positions(level):
+            parent[key] = tuple(level[f"{_SEQ_MARK}{i}"] for i in range(len(level)))
+    return nested
 
 
-class _SegmentKey(tuple):
-    """A parsed key segment: ``(is_position, key_or_index)``."""
-
-    @classmethod
-    def parse(cls, segment: str) -> "_SegmentKey":
-        if segment.startswith(_SEQ_MARK + _SEQ_MARK):
-            return cls((False, segment[1:]))
-        if segment.startswith(_SEQ_MARK) and segment[1:].isdigit():
-            return cls((True, int(segment[1:])))
-        return cls((False, segment))
-
-
-def _materialize(node: Any, compound_path: str) -> Any:
-    if not isinstance(node, dict):
-        return node
-    positions = [k for k in node if k[0]]
-    if not positions:
-        return {
-            k[1]: _materialize(v, f"{compound_path}/{k[1]}") for k, v in node.items()
-        }
-    indices = sorted(k[1] for k in positions)
-    if len(positions) != len(node) or indices != list(range(len(indices))):
-        raise ValueError(
-            f"Cannot rebuild a tuple under `{compound_path or '/'}`: its keys "
-            f"{sorted(_unparse(k) for k in node)} must be exactly "
-            f"'{_SEQ_MARK}0'..'{_SEQ_MARK}{len(node) - 1}'. The flat batch was "
-            "not produced by `flatten_dict`, or columns were dropped from it."
-        )
-    return tuple(
-        _materialize(node[_SegmentKey((True, i))], f"{compound_path}/#{i}")
-        for i in indices
-    )
-
-
-def _unparse(key: "_SegmentKey") -> str:
-    return f"{_SEQ_MARK}{key[1]}" if key[0] else str(key[1])
-
-
-def _escape_key(key: Any, sep: str) -> str:
-    key = str(key)
-    if sep in key:
-        raise ValueError(
-            f"Cannot flatten a batch with the dict key {key!r}: it contains the "
-            f"separator {sep!r}. Rename the key (e.g. in your connector or "
-            "observation space)."
-        )
-    return _SEQ_MARK + key if key.startswith(_SEQ_MARK) else key
+def _is_positions(level: dict) -> bool:
+    """Whether the keys of ``level`` are exactly ``"#0"`` ... ``"#<n-1>"``."""
+    return bool(level) and all(f"{_SEQ_MARK}{i}" in level for i in range(len(level)))
 
 
 #: Upstream names in ``ray.rllib.utils`` that this module replaces.

@@ -3,31 +3,13 @@
 import importlib
 import inspect
 import json
-import os
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
 import rllib
 from rllib._fork import registry
-
-
-def _run_python(code, env=None, timeout=120):
-    """Runs `code` in a fresh interpreter and returns its stdout (last line)."""
-    full_env = dict(os.environ)
-    full_env.pop("RLLIB_FORK_DISABLE", None)
-    full_env.update(env or {})
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout.strip().splitlines()[-1], out.stderr
+from rllib._fork.tests.helpers import run_python as _run_python
 
 
 def _all_replacements():
