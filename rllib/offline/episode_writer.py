@@ -52,17 +52,19 @@ import logging
 import os
 import struct
 import uuid
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+import weakref
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pa_fs
-import pyarrow.parquet as pq
 import tree
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.util.annotations import PublicAPI
+
+from rllib.offline.episode_file_sink import EpisodeFileSink, commit_unclosed
 
 # Public through this module too: `episode_writer.space_to_json`.
 from rllib.offline.episode_spaces import space_from_json, space_to_json
@@ -432,7 +434,11 @@ class EpisodeWriter:
     encoded episodes are flushed as a parquet row group every `buffer_bytes`.
 
     Used as a context manager, the writer closes (and commits what it holds)
-    on exit, also when the block raises.
+    on exit, also when the block raises. A writer that is never closed
+    commits its pending episodes when it is garbage-collected or when the
+    interpreter exits, and logs a warning naming their count and file; only
+    `abort()` discards episodes. A killed process (SIGKILL, power loss) loses
+    the episodes not yet committed: those of the file being written.
 
     Args:
         path: Directory for the files (local path or URI); created if missing.
@@ -448,9 +454,22 @@ class EpisodeWriter:
             "gzip", "none", ...).
         filesystem: A `pyarrow.fs.FileSystem` (or fsspec) instance; None
             infers it from `path` (local by default).
-        file_prefix: Start of each file name.
+        file_prefix: Start of each file name (default "episodes"): files are
+            named `<file_prefix>-<writer id>-<index>.parquet`.
+        file_name: Instead of `file_prefix`, a function that names the files:
+            called with a file's index (0 for this writer's first file) when
+            the file is committed, it returns the file's path relative to
+            `path`, optionally with subdirectories (created as needed), ending
+            in ".parquet", with no part starting with "." or "_". Names must be
+            unique: an existing file is never replaced.
         validate: Whether to check episodes (done, lengths, spaces) on write.
         buffer_bytes: Encoded bytes buffered before a row group is flushed.
+
+    Raises:
+        ValueError: If an argument is out of range, or both `file_prefix` and
+            `file_name` are given.
+        TypeError: If a space cannot be recorded, or `file_name` is not
+            callable.
     """
 
     def __init__(
@@ -463,7 +482,8 @@ class EpisodeWriter:
         compression: Optional[str] = None,
         parquet_compression: str = "zstd",
         filesystem: Optional[pa_fs.FileSystem] = None,
-        file_prefix: str = "episodes",
+        file_prefix: Optional[str] = None,
+        file_name: Optional[Callable[[int], str]] = None,
         validate: bool = True,
         buffer_bytes: int = _DEFAULT_BUFFER_BYTES,
     ):
@@ -472,35 +492,51 @@ class EpisodeWriter:
                 f"`max_rows_per_file` must be a positive int, got "
                 f"{max_rows_per_file!r}."
             )
+        if file_name is not None and file_prefix is not None:
+            raise ValueError(
+                f"Pass either `file_prefix` ({file_prefix!r}) or `file_name`, not "
+                "both: `file_name` names the whole file."
+            )
+        if file_name is not None and not callable(file_name):
+            raise TypeError(
+                "`file_name` must be a function of the file index that returns "
+                f"a relative file name, got `{type(file_name).__name__}`."
+            )
         self._compression = _check_codec(compression)
-        self._filesystem, self._dir = resolve_filesystem(path, filesystem)
-        self._filesystem.create_dir(self._dir, recursive=True)
+        filesystem, directory = resolve_filesystem(path, filesystem)
+        filesystem.create_dir(directory, recursive=True)
         self.observation_space = observation_space
         self.action_space = action_space
         # Encode now so that an unsupported space fails at construction.
         self._space_specs = self._encode_spaces()
         self.max_rows_per_file = max_rows_per_file
-        self._parquet_compression = parquet_compression
-        self._file_prefix = file_prefix
         self._validate = validate
-        self._buffer_bytes = buffer_bytes
-        self._writer_id = uuid.uuid4().hex
-        self._file_index = 0
-        self._files: List[str] = []
+        self._writer_id = writer_id = uuid.uuid4().hex
+        prefix = file_prefix or "episodes"
+        self._sink = EpisodeFileSink(
+            filesystem,
+            directory,
+            schema=self._schema(),
+            # Must not reference `self` (the finalizer below keeps it alive).
+            file_name=file_name
+            or (lambda index: f"{prefix}-{writer_id}-{index:06d}.parquet"),
+            max_rows_per_file=max_rows_per_file,
+            buffer_bytes=buffer_bytes,
+            parquet_compression=parquet_compression,
+            statistics_columns=[Columns.EPS_ID, ENV_STEPS_COLUMN],
+        )
         self._num_episodes = 0
         self._closed = False
-        # The file being written: (parquet writer, output stream, temp, final).
-        self._open = None
-        self._rows_in_file = 0
-        self._buffer: Dict[str, list] = self._empty_buffer()
-        self._buffered_bytes = 0
+        # Commits what an unclosed writer holds when it is garbage-collected or
+        # the interpreter exits. References the sink only, not `self`.
+        self._finalizer = weakref.finalize(self, commit_unclosed, self._sink)
 
     # -- public API ---------------------------------------------------------
 
     @property
     def files(self) -> List[str]:
         """The files committed so far (paths inside the writer's filesystem)."""
-        return list(self._files)
+        return list(self._sink.files)
 
     @property
     def num_episodes(self) -> int:
@@ -510,7 +546,7 @@ class EpisodeWriter:
     @property
     def num_pending(self) -> int:
         """How many written episodes are not yet in a committed file."""
-        return self._rows_in_file + len(self._buffer[ITEM_COLUMN])
+        return self._sink.num_pending
 
     def write(self, episode: SingleAgentEpisode) -> None:
         """Validates, serializes and appends one finished episode.
@@ -520,11 +556,13 @@ class EpisodeWriter:
 
         Raises:
             ValueError: If the writer is closed or the episode is invalid (not
-                done, outside the declared spaces).
+                done, outside the declared spaces), or `file_name` returned an
+                invalid name.
             TypeError: If the episode holds data msgpack cannot serialize.
-            OSError: If writing to the filesystem fails. The file being
-                written is then discarded (with the episodes pending in it);
-                committed files are untouched.
+            OSError: If writing to the filesystem fails, or (`FileExistsError`)
+                a file of that name exists already. The file being written is
+                then discarded (with the episodes pending in it); committed
+                files are untouched.
         """
         if self._closed:
             raise ValueError("`EpisodeWriter.write()` called after `close()`.")
@@ -532,18 +570,13 @@ class EpisodeWriter:
             validate_episode(episode, self.observation_space, self.action_space)
         self._adopt_spaces(episode)
         payload = encode_episode(episode, self._compression)
-        self._buffer[ITEM_COLUMN].append(payload)
-        self._buffer[Columns.EPS_ID].append(str(episode.id_))
-        self._buffer[ENV_STEPS_COLUMN].append(len(episode))
-        self._buffered_bytes += len(payload)
+        row = {
+            ITEM_COLUMN: payload,
+            Columns.EPS_ID: str(episode.id_),
+            ENV_STEPS_COLUMN: len(episode),
+        }
         self._num_episodes += 1
-        if self._rows_in_file + len(self._buffer[ITEM_COLUMN]) >= (
-            self.max_rows_per_file
-        ):
-            self._flush_row_group()
-            self._commit()
-        elif self._buffered_bytes >= self._buffer_bytes:
-            self._flush_row_group()
+        self._sink.append(row, len(payload))
 
     def write_many(self, episodes: Iterable[SingleAgentEpisode]) -> None:
         """Writes each of `episodes` (see `write`)."""
@@ -551,24 +584,32 @@ class EpisodeWriter:
             self.write(episode)
 
     def flush(self) -> None:
-        """Commits the current file now, even if it is not full."""
-        self._flush_row_group()
-        self._commit()
+        """Commits the current file now, even if it is not full.
+
+        Raises:
+            OSError: If writing fails (see `write`).
+        """
+        self._sink.flush()
 
     def abort(self) -> None:
         """Discards the pending episodes (the uncommitted file) and closes."""
         self._closed = True
-        self._abort()
+        self._finalizer.detach()
+        self._sink.abort()
 
     def close(self) -> List[str]:
         """Commits what is pending and closes the writer. Idempotent.
 
         Returns:
             All files this writer committed.
+
+        Raises:
+            OSError: If writing fails (see `write`).
         """
         if not self._closed:
             self._closed = True
-            self.flush()
+            self._finalizer.detach()
+            self._sink.flush()
         return self.files
 
     def __enter__(self) -> "EpisodeWriter":
@@ -577,23 +618,7 @@ class EpisodeWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close()
 
-    def __del__(self):
-        if getattr(self, "_closed", True):
-            return
-        pending = self.num_pending
-        if pending:
-            logger.warning(
-                "EpisodeWriter for %s was garbage-collected without `close()`; "
-                "%d pending episode(s) were not committed.",
-                self._dir,
-                pending,
-            )
-        self._abort()
-
     # -- internals ------------------------------------------------------------
-
-    def _empty_buffer(self) -> Dict[str, list]:
-        return {ITEM_COLUMN: [], Columns.EPS_ID: [], ENV_STEPS_COLUMN: []}
 
     def _encode_spaces(self) -> Dict[str, Any]:
         return {
@@ -610,8 +635,8 @@ class EpisodeWriter:
         }
 
     def _adopt_spaces(self, episode: SingleAgentEpisode) -> None:
-        """Before the first file opens, takes missing spaces from an episode."""
-        if self._open is not None or self._files or self._buffer[ITEM_COLUMN]:
+        """Before the first row arrives, takes missing spaces from an episode."""
+        if self._sink.started:
             return
         changed = False
         if self.observation_space is None and episode.observation_space is not None:
@@ -622,6 +647,7 @@ class EpisodeWriter:
             changed = True
         if changed:
             self._space_specs = self._encode_spaces()
+            self._sink.schema = self._schema()
 
     def _schema(self) -> pa.Schema:
         metadata = {
@@ -638,81 +664,6 @@ class EpisodeWriter:
             ],
             metadata={METADATA_KEY: json.dumps(metadata).encode()},
         )
-
-    def _open_file(self) -> None:
-        name = f"{self._file_prefix}-{self._writer_id}-{self._file_index:06d}.parquet"
-        self._file_index += 1
-        final = f"{self._dir.rstrip('/')}/{name}"
-        temp = f"{self._dir.rstrip('/')}/.{name}.inprogress"
-        stream = self._filesystem.open_output_stream(temp)
-        try:
-            writer = pq.ParquetWriter(
-                stream,
-                self._schema(),
-                compression=self._parquet_compression,
-                # Payloads are large and unique: no dictionary, no min/max.
-                use_dictionary=False,
-                write_statistics=[Columns.EPS_ID, ENV_STEPS_COLUMN],
-            )
-        except BaseException:
-            stream.close()
-            self._delete_quietly(temp)
-            raise
-        self._open = (writer, stream, temp, final)
-
-    def _flush_row_group(self) -> None:
-        rows = len(self._buffer[ITEM_COLUMN])
-        if not rows:
-            return
-        if self._open is None:
-            self._open_file()
-        schema = self._open[0].schema
-        table = pa.Table.from_pydict(self._buffer, schema=schema)
-        try:
-            self._open[0].write_table(table)
-        except BaseException:
-            self._abort()
-            raise
-        self._rows_in_file += rows
-        self._buffer = self._empty_buffer()
-        self._buffered_bytes = 0
-
-    def _commit(self) -> None:
-        if self._open is None:
-            return
-        writer, stream, temp, final = self._open
-        try:
-            writer.close()
-            stream.close()
-            self._filesystem.move(temp, final)
-        except BaseException:
-            self._abort()
-            raise
-        self._open = None
-        self._rows_in_file = 0
-        self._files.append(final)
-        logger.debug("EpisodeWriter committed %s", final)
-
-    def _abort(self) -> None:
-        """Drops the open temp file and the buffer (after a failure)."""
-        if self._open is not None:
-            writer, stream, temp, _ = self._open
-            self._open = None
-            for closer in (writer.close, stream.close):
-                try:
-                    closer()
-                except Exception:  # The original error is what matters.
-                    pass
-            self._delete_quietly(temp)
-        self._rows_in_file = 0
-        self._buffer = self._empty_buffer()
-        self._buffered_bytes = 0
-
-    def _delete_quietly(self, path: str) -> None:
-        try:
-            self._filesystem.delete_file(path)
-        except OSError:
-            pass
 
 
 @PublicAPI(stability="alpha")

@@ -1,7 +1,12 @@
 """EpisodeWriter / episode_reader: round trips, files, and error paths (no Ray)."""
 
+import gc
 import json
+import logging
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -11,7 +16,11 @@ import pytest
 import tree
 from ray.rllib.core.columns import Columns
 from ray.rllib.offline import episode_reader, episode_writer
-from ray.rllib.offline.episode_reader import read_episodes, read_spaces
+from ray.rllib.offline.episode_reader import (
+    list_episode_files,
+    read_episodes,
+    read_spaces,
+)
 from ray.rllib.offline.episode_writer import (
     EpisodeWriter,
     space_from_json,
@@ -27,6 +36,8 @@ from rllib.offline.tests.episode_factory import (
     make_episode,
     write_upstream_style,
 )
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def assert_same_tree(actual, expected, what):
@@ -218,6 +229,139 @@ def test_fork_files_are_plain_msgpack_for_stock_rllib(tmp_path):
     assert table.column("env_steps").to_pylist() == [5]
     metadata = json.loads(table.schema.metadata[b"rllib.episodes"])
     assert metadata["format_version"] == episode_writer.FORMAT_VERSION
+
+
+def test_file_name_callback_places_files_at_commit(tmp_path):
+    """`file_name` is asked at commit time and may name subdirectories."""
+    run = {"dir": "run-1"}
+    asked = []
+
+    def file_name(index):
+        asked.append(index)
+        return f"{run['dir']}/part-{index:03d}.parquet"
+
+    writer = EpisodeWriter(tmp_path, max_rows_per_file=2, file_name=file_name)
+    writer.write(make_episode(BOX, DISCRETE, seed=0))
+    run["dir"] = "run-2"  # The file opened during "run-1" commits in "run-2".
+    writer.write(make_episode(BOX, DISCRETE, seed=1))
+    writer.write(make_episode(BOX, DISCRETE, seed=2))
+    run["dir"] = "run-3"
+    writer.close()
+    assert asked == [0, 1]
+    assert [os.path.relpath(f, tmp_path) for f in writer.files] == [
+        "run-2/part-000.parquet",
+        "run-3/part-001.parquet",
+    ]
+    assert len(list(read_episodes(tmp_path))) == 3
+
+
+@pytest.mark.parametrize(
+    "name, match",
+    [
+        ("episodes.json", r"does not end with '.parquet'"),
+        ("/abs/episodes.parquet", r"is not a relative path"),
+        ("run-1/.hidden.parquet", r"part starting with '.' or '_' \('.hidden"),
+        ("_tmp/episodes.parquet", r"part starting with '.' or '_' \('_tmp'\)"),
+        ("../up.parquet", r"has an empty, '.' or '..' part"),
+        (None, r"is not a non-empty str"),
+    ],
+)
+def test_error_bad_file_name(tmp_path, name, match):
+    writer = EpisodeWriter(tmp_path, file_name=lambda index: name)
+    writer.write(make_episode(BOX, DISCRETE))
+    with pytest.raises(ValueError, match=rf"`file_name\(0\)` returned .*{match}"):
+        writer.close()
+    assert os.listdir(tmp_path) == []  # The temporary file is gone too.
+
+
+def test_error_file_name_never_replaces_a_file(tmp_path):
+    write_episodes(
+        [make_episode(BOX, DISCRETE, seed=0)],
+        tmp_path,
+        file_name=lambda index: "same.parquet",
+    )
+    with pytest.raises(FileExistsError, match=r"`.*same.parquet` already exists"):
+        write_episodes(
+            [make_episode(BOX, DISCRETE, seed=1)],
+            tmp_path,
+            file_name=lambda index: "same.parquet",
+        )
+    (episode,) = read_episodes(tmp_path)
+    assert episode.get_return() == make_episode(BOX, DISCRETE, seed=0).get_return()
+
+
+def test_error_file_name_and_prefix(tmp_path):
+    with pytest.raises(ValueError, match="either `file_prefix`"):
+        EpisodeWriter(tmp_path, file_prefix="x", file_name=lambda i: "a.parquet")
+    with pytest.raises(TypeError, match="`file_name` must be a function"):
+        EpisodeWriter(tmp_path, file_name="a.parquet")
+
+
+def test_unclosed_writer_commits_when_collected(tmp_path, caplog):
+    writer = EpisodeWriter(tmp_path, max_rows_per_file=10)
+    for seed in range(3):
+        writer.write(make_episode(BOX, DISCRETE, seed=seed))
+    with caplog.at_level(logging.WARNING, logger="rllib.offline.episode_file_sink"):
+        del writer
+        gc.collect()
+    assert len(list(read_episodes(tmp_path))) == 3
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert "was never closed: committed its 3 pending episode(s)" in message
+    (file,) = list_episode_files(tmp_path)[1]
+    assert f"`{file}`" in message and str(tmp_path) in message
+
+
+def test_aborted_or_closed_writer_commits_nothing_more(tmp_path, caplog):
+    aborted = EpisodeWriter(tmp_path / "aborted")
+    aborted.write(make_episode(BOX, DISCRETE))
+    aborted.abort()
+    closed = EpisodeWriter(tmp_path / "closed")
+    closed.write(make_episode(BOX, DISCRETE))
+    closed.close()
+    with caplog.at_level(logging.WARNING, logger="rllib.offline.episode_file_sink"):
+        del aborted, closed
+        gc.collect()
+    assert not caplog.records
+    assert os.listdir(tmp_path / "aborted") == []
+    assert len(list(read_episodes(tmp_path / "closed"))) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks a child")
+def test_unclosed_writer_commits_at_interpreter_exit(tmp_path):
+    """A script that never closes its writer still leaves its episodes.
+
+    A forked child that exits first must not commit the parent's file.
+    """
+    script = f"""
+import os, sys
+from rllib.offline.tests.episode_factory import BOX, DISCRETE, make_episode
+from ray.rllib.offline.episode_writer import EpisodeWriter
+
+writer = EpisodeWriter({str(tmp_path)!r}, max_rows_per_file=10)
+for seed in range(3):
+    writer.write(make_episode(BOX, DISCRETE, seed=seed))
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)  # Runs the exit hooks in the child.
+os.waitpid(pid, 0)
+assert not [n for n in os.listdir({str(tmp_path)!r}) if not n.startswith(".")]
+writer.write(make_episode(BOX, DISCRETE, seed=3))
+sys.modules["__main__"].keep = writer  # Alive until the interpreter exits.
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    _, files = list_episode_files(tmp_path)
+    assert len(files) == 1
+    assert len(list(read_episodes(tmp_path))) == 4
+    assert done.stderr.count("was never closed") == 1
+    assert "was never closed: committed its 4 pending episode(s)" in done.stderr
 
 
 # ---------------------------------------------------------------- error paths
