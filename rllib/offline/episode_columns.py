@@ -11,17 +11,20 @@ rewards and the done flags. Infos and recorded extra model outputs are
 dropped, as upstream's prelearner sampling drops them.
 """
 
-from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
 
 import gymnasium as gym
+import msgpack
+import msgpack_numpy as mnp
 import numpy as np
 import tree
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.offline.episode_reader import decode_episode_state
+from ray.rllib.offline.episode_writer import decompress_payload
 from ray.rllib.utils.spaces.space_utils import batch
 
-from rllib.env.utils.infinite_lookback_buffer import restore_buffer_data
+from rllib.env.utils.infinite_lookback_buffer import restore_space_structure
+from rllib.utils.postprocessing.bootstrapped_returns import returns_to_go
 
 
 @dataclass
@@ -54,27 +57,82 @@ class EpisodeColumns:
 
 
 def _buffer_rows(
-    state: Dict[str, Any], space: Optional[gym.Space], expected: int, name: str
-) -> Any:
-    """The rows of a stored `InfiniteLookbackBuffer` state after its lookback.
+    state: Dict[str, Any], space: Optional[gym.Space], name: str
+) -> Optional[Any]:
+    """All rows of a stored `InfiniteLookbackBuffer` state after its lookback.
 
-    None for an empty buffer (the actions of an episode with no steps).
+    The state's leaves may still be msgpack_numpy's raw array maps (see
+    :func:`decode_episode_columns`) or decoded arrays. None for an empty
+    buffer (the actions of an episode with no steps).
     """
-    if expected == 0:
-        return None
     lookback = state["lookback"]
-    data = restore_buffer_data(state["data"], state["finalized"], space)
+    data = state["data"]
     if state["finalized"]:
-        rows = tree.map_structure(lambda leaf: np.asarray(leaf)[lookback:], data)
+        rows = _decode_nest(data)
+        rows = tree.map_structure(lambda leaf: np.asarray(leaf)[lookback:], rows)
     else:
-        rows = batch(list(data)[lookback:])
-    for leaf in tree.flatten(rows):
-        if len(leaf) != expected:
-            raise ValueError(
-                f"`{name}` holds {len(leaf)} rows after its lookback, expected "
-                f"{expected}"
-            )
+        items = list(data)[lookback:]
+        if not items:
+            return None
+        rows = _stack(items)
+    if isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict)):
+        rows = restore_space_structure(rows, space)
+    lengths = {len(leaf) for leaf in tree.flatten(rows)}
+    if len(lengths) > 1:
+        raise ValueError(f"`{name}` holds leaves of different lengths {lengths}")
     return rows
+
+
+def _is_array_map(value: Any) -> bool:
+    """Whether `value` is msgpack_numpy's undecoded map of an array or scalar."""
+    return isinstance(value, dict) and (b"nd" in value or b"complex" in value)
+
+
+def _decode_nest(value: Any) -> Any:
+    """Decodes the raw array maps in a nest of dicts and lists."""
+    if _is_array_map(value):
+        return mnp.decode(value)
+    if isinstance(value, dict):
+        return {key: _decode_nest(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_decode_nest(item) for item in value]
+    return value
+
+
+def _stack(items: list) -> Any:
+    """Stacks per-step items (nests of arrays, raw array maps or scalars).
+
+    Per-step arrays of one dtype and shape, the usual content of hand-written
+    payloads, are joined byte-wise and read with one `np.frombuffer`, instead
+    of building one array per step.
+    """
+    first = items[0]
+    if _is_array_map(first):
+        if _uniform_arrays(items):
+            dtype = np.dtype(first[b"type"])
+            joined = b"".join(item[b"data"] for item in items)
+            return np.frombuffer(joined, dtype=dtype).reshape(
+                (len(items), *first[b"shape"])
+            )
+        return np.stack([np.asarray(mnp.decode(item)) for item in items])
+    if isinstance(first, dict):
+        return {key: _stack([item[key] for item in items]) for key in first}
+    if isinstance(first, (list, tuple)):
+        return [_stack([item[i] for item in items]) for i in range(len(first))]
+    if isinstance(first, np.ndarray):
+        return np.stack(items)
+    return np.asarray(items)
+
+
+def _uniform_arrays(items: list) -> bool:
+    first = items[0]
+    if first.get(b"nd") is not True or first.get(b"kind", b"") not in (b"", ""):
+        return False
+    kind, shape = first[b"type"], first[b"shape"]
+    return all(
+        item.get(b"nd") is True and item[b"type"] == kind and item[b"shape"] == shape
+        for item in items
+    )
 
 
 def episode_columns_from_state(
@@ -83,28 +141,39 @@ def episode_columns_from_state(
     observation_space: Optional[gym.Space] = None,
     action_space: Optional[gym.Space] = None,
 ) -> EpisodeColumns:
-    """Builds `EpisodeColumns` from a decoded `SingleAgentEpisode` state.
+    """Builds `EpisodeColumns` from a `SingleAgentEpisode` state.
 
     Args:
         state: The dict `SingleAgentEpisode.get_state()` returned, after a
-            msgpack round trip (tuples may have become lists).
+            msgpack round trip (tuples may have become lists, arrays may
+            still be msgpack_numpy's raw maps).
         observation_space: Restores the tuples of Tuple observations.
         action_space: Same for actions.
 
     Raises:
         ValueError: If the stored buffers have inconsistent lengths.
     """
-    reward_state = state["rewards"]
-    num_steps = len(reward_state["data"]) - reward_state["lookback"]
-    rewards = _buffer_rows(reward_state, None, num_steps, "rewards")
-    if rewards is None:
-        rewards = np.zeros(0)
+    rewards = _buffer_rows(state["rewards"], None, "rewards")
+    rewards = np.zeros(0) if rewards is None else np.asarray(rewards)
+    num_steps = len(rewards)
+    observations = _buffer_rows(
+        state["observations"], observation_space, "observations"
+    )
+    actions = _buffer_rows(state["actions"], action_space, "actions")
+    for name, rows, expected in (
+        ("observations", observations, num_steps + 1),
+        ("actions", actions, num_steps),
+    ):
+        found = 0 if rows is None else len(tree.flatten(rows)[0])
+        if found != expected:
+            raise ValueError(
+                f"`{name}` holds {found} rows after its lookback, expected "
+                f"{expected} for {num_steps} rewards"
+            )
     return EpisodeColumns(
         id_=state["id_"],
-        observations=_buffer_rows(
-            state["observations"], observation_space, num_steps + 1, "observations"
-        ),
-        actions=_buffer_rows(state["actions"], action_space, num_steps, "actions"),
+        observations=observations,
+        actions=actions,
         rewards=rewards,
         is_terminated=bool(state["is_terminated"]),
         is_truncated=bool(state["is_truncated"]),
@@ -117,11 +186,14 @@ def decode_episode_columns(
     observation_space: Optional[gym.Space] = None,
     action_space: Optional[gym.Space] = None,
 ) -> EpisodeColumns:
-    """Decodes one `item` payload (compressed or not) into `EpisodeColumns`."""
+    """Decodes one `item` payload (compressed or not) into `EpisodeColumns`.
+
+    The payload is unpacked without msgpack_numpy's per-map hook; arrays are
+    decoded afterwards, per buffer (see `_stack`).
+    """
+    state = msgpack.unpackb(decompress_payload(payload), strict_map_key=False)
     return episode_columns_from_state(
-        decode_episode_state(payload),
-        observation_space=observation_space,
-        action_space=action_space,
+        state, observation_space=observation_space, action_space=action_space
     )
 
 
@@ -142,3 +214,101 @@ def episode_columns_from_episode(episode: SingleAgentEpisode) -> EpisodeColumns:
         is_terminated=bool(episode.is_terminated),
         is_truncated=bool(episode.is_truncated),
     )
+
+
+@dataclass
+class EpisodeBlock:
+    """Finished episodes concatenated into columns: the unit samplers draw from.
+
+    Episode ``i`` of ``T_i`` steps has its steps (actions, rewards) at rows
+    ``step_starts[i] .. step_starts[i] + T_i - 1`` and its ``T_i + 1``
+    observations at ``step_starts[i] + i ..``: row ``r`` of a step's
+    observation is its step row plus the episode index.
+
+    Blocks are immutable once built and pickle as plain arrays, so the object
+    store can hold them and every process on a node reads them without a copy.
+
+    Fields: ``observations`` (a nest of arrays with ``sum(T_i + 1)`` rows),
+    ``actions`` (a nest with ``sum(T_i)`` rows), ``rewards`` (``sum(T_i)``, in
+    the recorded dtype), and per episode ``lengths`` (int64), ``terminated``,
+    ``truncated`` and ``ids`` (object array of str).
+    """
+
+    observations: Any
+    actions: Any
+    rewards: np.ndarray
+    lengths: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    ids: np.ndarray
+    _returns_to_go: Dict[float, np.ndarray] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    @classmethod
+    def from_episodes(cls, episodes: List[EpisodeColumns]) -> "EpisodeBlock":
+        """Concatenates episodes (with at least one step each) into a block."""
+        episodes = [e for e in episodes if len(e)]
+        if not episodes:
+            raise ValueError("An `EpisodeBlock` needs at least one episode with steps.")
+        return cls(
+            observations=_concatenate([e.observations for e in episodes]),
+            actions=_concatenate([e.actions for e in episodes]),
+            rewards=np.concatenate([e.rewards for e in episodes]),
+            lengths=np.array([len(e) for e in episodes], dtype=np.int64),
+            terminated=np.array([e.is_terminated for e in episodes], dtype=bool),
+            truncated=np.array([e.is_truncated for e in episodes], dtype=bool),
+            ids=np.array([e.id_ for e in episodes], dtype=object),
+        )
+
+    @property
+    def num_timesteps(self) -> int:
+        return len(self.rewards)
+
+    @property
+    def num_episodes(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def step_starts(self) -> np.ndarray:
+        """The row of each episode's first step."""
+        starts = self.__dict__.get("_step_starts")
+        if starts is None:
+            starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(
+                np.int64
+            )
+            self.__dict__["_step_starts"] = starts
+        return starts
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the block's arrays."""
+        leaves = tree.flatten([self.observations, self.actions])
+        arrays = [self.rewards, self.lengths, self.terminated, self.truncated]
+        return sum(leaf.nbytes for leaf in leaves + arrays) + 64 * len(self.ids)
+
+    def returns_to_go(self, gamma: float) -> np.ndarray:
+        """Discounted return-to-go, indexed like the observations (0 at ends)."""
+        key = float(gamma)
+        if key not in self._returns_to_go:
+            self._returns_to_go[key] = returns_to_go(self.rewards, self.lengths, key)
+        return self._returns_to_go[key]
+
+    def __reduce__(self):
+        # Only the data crosses processes; caches are rebuilt where needed.
+        return (
+            type(self),
+            (
+                self.observations,
+                self.actions,
+                self.rewards,
+                self.lengths,
+                self.terminated,
+                self.truncated,
+                self.ids,
+            ),
+        )
+
+
+def _concatenate(nests: list) -> Any:
+    return tree.map_structure(lambda *leaves: np.concatenate(leaves), *nests)

@@ -5,11 +5,12 @@ CPU and converts the results back. This version keeps everything as tensors
 on the device of the module's parameters, runs the value pass under
 ``torch.no_grad()``, and standardizes advantages over loss-mask-valid steps
 only (the artificial bootstrap step that ``AddOneTsToEpisodesAndTruncate``
-appends to every episode chunk does not count).
+appends to every episode chunk does not count). Modules wrapped for
+distributed training (``num_learners >= 2``) are unwrapped first.
 
-:func:`add_advantages_to_module_batch` is the one routine; the connector calls
-it with episodes at hand, and the fork's Learner calls it on train batches
-whose GAE was deferred by the ``OfflinePreLearner``.
+The connector serves batches built from whole episode chunks (online PPO and
+the like). Offline rows carry their own value-target inputs instead, see
+``rllib.core.learner.value_targets``.
 """
 
 from typing import Any, Dict, List, Optional
@@ -52,6 +53,7 @@ class GeneralAdvantageEstimation(_UpstreamGAE):
             self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False)
         )
         for module_id, module in rl_module.items():
+            module = unwrap(module)
             if module_id not in batch or not isinstance(module, ValueFunctionAPI):
                 continue
             episode_lens = None
@@ -69,6 +71,12 @@ class GeneralAdvantageEstimation(_UpstreamGAE):
                 episode_lens=episode_lens,
             )
         return batch
+
+
+def unwrap(module):
+    """The module itself, not its DDP wrapper (``num_learners >= 2`` wraps it)."""
+    unwrapped = getattr(module, "unwrapped", None)
+    return unwrapped() if callable(unwrapped) else module
 
 
 def module_device(module: RLModule) -> torch.device:
@@ -101,6 +109,7 @@ def add_advantages_to_module_batch(
         episode_lens: Episode (chunk) lengths, required when the batch is
             zero-padded to ``(B, T)`` for a stateful module.
     """
+    module = unwrap(module)
     device = module_device(module)
     with torch.no_grad():
         values = module.compute_values(module_batch)
@@ -123,33 +132,12 @@ def add_advantages_to_module_batch(
     advantages = value_targets - values
     valid = None
     if Columns.LOSS_MASK in module_batch:
-        valid = _mask_cut_tail(
-            column(Columns.LOSS_MASK, torch.bool),
-            column(Columns.TERMINATEDS, torch.bool),
-            column(Columns.TRUNCATEDS, torch.bool),
-        )
-        if padding is None:
-            module_batch[Columns.LOSS_MASK] = valid
-        valid = unpad(valid)
+        valid = unpad(column(Columns.LOSS_MASK, torch.bool))
     advantages = standardize(advantages, valid)
 
     repad = padding.repad if padding else (lambda x: x)
     module_batch[Postprocessing.ADVANTAGES] = repad(advantages)
     module_batch[Postprocessing.VALUE_TARGETS] = repad(value_targets)
-
-
-def _mask_cut_tail(loss_mask, terminateds, truncateds):
-    """Masks a last step whose segment continues beyond the batch.
-
-    Ray Data may cut a train batch inside an episode segment. The segment's
-    last step in this batch then has no bootstrap value here, so its target
-    would be wrong; it leaves the loss. An intact batch ends with the
-    (already masked) bootstrap step or a terminated/truncated step.
-    """
-    if loss_mask.dim() != 1 or loss_mask.shape[0] == 0:
-        return loss_mask
-    ends_segment = terminateds[-1:] | truncateds[-1:]
-    return torch.cat([loss_mask[:-1], loss_mask[-1:] & ends_segment])
 
 
 def standardize(x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -210,34 +198,6 @@ def find_gae_piece(pipeline) -> Optional[GeneralAdvantageEstimation]:
         if isinstance(piece, _UpstreamGAE):
             return piece
     return None
-
-
-def add_deferred_advantages(learner, batch) -> None:
-    """Adds GAE results to every module batch the ``OfflinePreLearner`` left without.
-
-    Runs on the Learner, once per train batch, with the live module on the
-    Learner's device. A module batch needs it when the Learner's connector
-    pipeline has a GAE piece, the module implements ``ValueFunctionAPI``, and
-    the batch has rewards but no advantages yet.
-
-    Args:
-        learner: The Learner whose module and connector pipeline to use.
-        batch: A ``MultiAgentBatch`` of tensors on the Learner's device.
-    """
-    gae = find_gae_piece(learner._learner_connector)
-    if gae is None:
-        return
-    for module_id, module_batch in batch.policy_batches.items():
-        module = learner.module[module_id]
-        if (
-            not isinstance(module, ValueFunctionAPI)
-            or Postprocessing.ADVANTAGES in module_batch
-            or Columns.REWARDS not in module_batch
-        ):
-            continue
-        add_advantages_to_module_batch(
-            module, module_batch, gamma=gae.gamma, lambda_=gae.lambda_
-        )
 
 
 #: Upstream names in ``ray.rllib.connectors.learner.general_advantage_estimation``

@@ -1,8 +1,10 @@
 """The fork's changes to ``ray.rllib.core.learner.learner``.
 
-- ``Learner._create_iterator_if_necessary``: runs the GAE that the fork's
-  ``OfflinePreLearner`` deferred, on the Learner's device with its live
-  module, once per train batch and before any minibatch split.
+- ``Learner._create_iterator_if_necessary``: samples train batches from an
+  ``EpisodeShard`` of decoded episodes (the fork's in-memory offline data,
+  see ``rllib.offline.episode_store``), and adds value targets to every
+  train batch whose rows carry their inputs, with the live module on the
+  Learner's device (``rllib.core.learner.value_targets``).
 - ``Learner._make_batch_if_necessary``: decides whether the train batch still
   needs converting by looking at every leaf of the nested batch (through
   :func:`~rllib.core.learner.batch_conversion.needs_conversion`), not only at
@@ -15,11 +17,8 @@ from ray.rllib.core.learner import learner as _upstream
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
-from rllib.connectors.learner.general_advantage_estimation import (
-    add_deferred_advantages,
-    find_gae_piece,
-)
 from rllib.core.learner.batch_conversion import needs_conversion
+from rllib.core.learner.value_targets import add_value_targets_to_batch
 
 # --- Tree-aware batch checks -------------------------------------------------
 
@@ -96,35 +95,73 @@ def _run_learner_connector(self, training_data: TrainingData) -> MultiAgentBatch
     )
 
 
-# --- Learner-side GAE (deferred by the OfflinePreLearner) -------------------
+# --- Offline train batches: shards and value targets ------------------------
 
 
 _upstream_create_iterator_if_necessary = _upstream.Learner._create_iterator_if_necessary
 
 
 def _create_iterator_if_necessary(self, *, training_data: TrainingData, **kwargs):
-    if find_gae_piece(self._learner_connector) is None:
-        return _upstream_create_iterator_if_necessary(
-            self, training_data=training_data, **kwargs
+    """The upstream iterator, fed from an episode shard and with value targets.
+
+    - An ``EpisodeShard`` in place of a data iterator: batches sampled from
+      the shard (loaded once per Learner), ``num_iters`` per update (one pass
+      over the shard if None).
+    - Any batch whose rows carry value-target inputs gets its targets from
+      the live module, per train batch, before minibatches are cut.
+    """
+    # Imported here: this module loads while `ray.rllib` is still importing.
+    from rllib.offline.episode_store import EpisodeShard
+
+    iterators = training_data.data_iterators
+    if iterators and isinstance(iterators[0], EpisodeShard):
+        sampler = _shard_sampler(self, iterators[0])
+        # Upstream logs the dataset iterations when `self.iterator` is set.
+        self.iterator = sampler
+        return _with_value_targets(
+            self,
+            sampler.batches(
+                kwargs.get("minibatch_size")
+                or self.config.train_batch_size_per_learner,
+                kwargs.get("num_iters"),
+            ),
+            convert=True,
         )
-    if training_data.data_iterators:
+    if iterators:
         batches = _upstream_create_iterator_if_necessary(
             self, training_data=training_data, **kwargs
         )
-        return _with_deferred_advantages(self, batches)
-    # Batch path: add advantages to the whole train batch, then let upstream
-    # split it into minibatches (a tensor batch on our device passes through).
+        return _with_value_targets(self, batches)
+    # Batch path: targets for the whole train batch, then upstream cuts it into
+    # minibatches (a tensor batch on our device passes through unchanged).
     batch = self._make_batch_if_necessary(training_data=training_data)
     if batch is not None:
-        add_deferred_advantages(self, batch)
+        add_value_targets_to_batch(self.module, batch)
     return _upstream_create_iterator_if_necessary(
         self, training_data=TrainingData(batch=batch), **kwargs
     )
 
 
-def _with_deferred_advantages(learner, batches):
+def _shard_sampler(learner, shard):
+    from rllib.offline.episode_shard_sampler import EpisodeShardSampler
+
+    sampler = learner.__dict__.get("_episode_shard_sampler")
+    if sampler is None or not sampler.matches(shard):
+        sampler = EpisodeShardSampler(
+            shard,
+            pipeline=learner._learner_connector,
+            rl_module=learner.module,
+            config=learner.config,
+        )
+        learner.__dict__["_episode_shard_sampler"] = sampler
+    return sampler
+
+
+def _with_value_targets(learner, batches, convert: bool = False):
     for batch in batches:
-        add_deferred_advantages(learner, batch)
+        if convert:
+            batch = learner._make_batch_if_necessary(TrainingData(batch=batch))
+        add_value_targets_to_batch(learner.module, batch)
         yield batch
 
 

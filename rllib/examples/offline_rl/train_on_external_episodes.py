@@ -8,13 +8,28 @@ This example shows the whole path for experiences you collect yourself:
 2. Write the episodes with `ray.rllib.offline.episode_writer.EpisodeWriter`:
    parquet files with the spaces in their metadata.
 3. Train MARWIL or BC from the files with
-   `config.offline_data(input_read_episodes=True)`.
-4. Evaluate the trained policy in the environment and print a short summary.
+   `config.offline_data(input_read_episodes=True)`, with a progress bar over
+   the training iterations (loss and evaluation return in its postfix).
+4. Evaluate the trained policy in the environment, save a checkpoint and
+   print how to restore it.
+
+Everything goes into `--output-dir` (default `./offline_cartpole_run`):
+
+- `episodes/`: the recorded episodes (inspect them with
+  `python -m ray.rllib.offline.episodes info <output-dir>/episodes`),
+- `checkpoint/`: the trained algorithm (`algo.save_to_path`),
+- `results.json`: the metrics of every iteration and a summary,
+- `learning_curve.png`: loss and evaluation return per iteration (`--plot`,
+  needs matplotlib: `pip install -e ".[bench]"`).
+
+A later run into the same directory replaces these; a directory this example
+did not create must be empty.
 
 How to run this script
 ----------------------
 `python train_on_external_episodes.py [--algo=bc] [--num-episodes=40]
-[--iterations=4] [--num-gpus-per-learner=1] [--compression=zstd]`
+[--iterations=4] [--num-gpus-per-learner=1] [--compression=zstd]
+[--output-dir=DIR] [--plot]`
 
 Results to expect
 -----------------
@@ -28,13 +43,24 @@ about 495.
 
 import argparse
 import gc
+import json
+import math
 import os
-import tempfile
+import shutil
+import sys
 import time
+from typing import Any, Dict, List, Optional
 
 import gymnasium as gym
 import numpy as np
 import ray
+from ray.data import ActorPoolStrategy
+from ray.rllib.core import (
+    COMPONENT_LEARNER,
+    COMPONENT_LEARNER_GROUP,
+    COMPONENT_RL_MODULE,
+    DEFAULT_MODULE_ID,
+)
 from ray.rllib.offline.episode_reader import read_spaces
 from ray.rllib.offline.episode_writer import EpisodeWriter
 from ray.rllib.utils.metrics import (
@@ -45,12 +71,26 @@ from ray.rllib.utils.metrics import (
     LEARNER_RESULTS,
     NUM_ENV_STEPS_TRAINED_LIFETIME,
 )
+from tqdm import tqdm
 
 from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
 
+#: Default of `--output-dir`.
+DEFAULT_OUTPUT_DIR = "offline_cartpole_run"
+#: What this example writes into `--output-dir`.
+EPISODES_DIR = "episodes"
+CHECKPOINT_DIR = "checkpoint"
+RESULTS_FILE = "results.json"
+PLOT_FILE = "learning_curve.png"
+#: Marks a directory as this example's output, so a later run may replace it.
+MARKER_FILE = ".train_on_external_episodes"
+
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("--algo", choices=["marwil", "bc"], default="marwil")
     parser.add_argument(
         "--num-episodes", type=int, default=40, help="Episodes to collect."
@@ -80,9 +120,25 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=0.05,
         help="Share of random actions while collecting (diversifies the data).",
     )
-    parser.add_argument("--eval-episodes", type=int, default=5)
     parser.add_argument(
-        "--output-dir", default=None, help="Where to write (default: a temp dir)."
+        "--eval-episodes", type=int, default=5, help="Episodes per evaluation."
+    )
+    parser.add_argument(
+        "--eval-interval",
+        type=int,
+        default=1,
+        help="Evaluate every N iterations (and always after the last).",
+    )
+    parser.add_argument(
+        "--output-dir",
+        default=DEFAULT_OUTPUT_DIR,
+        help="Directory for the episodes, the checkpoint and the results.",
+    )
+    parser.add_argument(
+        "--plot",
+        action="store_true",
+        help=f"Write `{PLOT_FILE}` (loss and evaluation return per iteration) "
+        "into the output directory; needs matplotlib.",
     )
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
@@ -125,10 +181,11 @@ def build_config(args: argparse.Namespace, data_dir: str):
             # batch, sampled from the prelearner's episode buffer.
             input_read_batch_size=2,
             dataset_num_iters_per_learner=args.updates_per_iteration,
-            map_batches_kwargs={"concurrency": 1, "num_cpus": 1},
+            # One Ray Data actor decodes the episodes.
+            map_batches_kwargs={"compute": ActorPoolStrategy(size=1), "num_cpus": 1},
         )
         .evaluation(
-            evaluation_interval=args.iterations,
+            evaluation_interval=args.eval_interval,
             evaluation_num_env_runners=0,
             evaluation_duration=args.eval_episodes,
             evaluation_duration_unit="episodes",
@@ -137,15 +194,160 @@ def build_config(args: argparse.Namespace, data_dir: str):
     )
 
 
+# ---------------------------------------------------------------------------
+# The output directory.
+# ---------------------------------------------------------------------------
+
+
+def prepare_output_dir(path: str) -> str:
+    """Creates (or takes over) the output directory; returns its absolute path.
+
+    Raises:
+        FileExistsError: If `path` is a file, or a non-empty directory that an
+            earlier run of this example did not create.
+    """
+    path = os.path.abspath(path)
+    if os.path.isfile(path):
+        raise FileExistsError(f"`--output-dir {path}` is a file; pass a directory.")
+    if os.path.isdir(path) and os.listdir(path):
+        if not os.path.exists(os.path.join(path, MARKER_FILE)):
+            raise FileExistsError(
+                f"`--output-dir {path}` is not empty and was not written by this "
+                "example. Pass a new or empty directory."
+            )
+        print(f"Replacing the previous run in {path}")
+        for name in (EPISODES_DIR, CHECKPOINT_DIR):
+            shutil.rmtree(os.path.join(path, name), ignore_errors=True)
+        for name in (RESULTS_FILE, PLOT_FILE):
+            if os.path.exists(os.path.join(path, name)):
+                os.remove(os.path.join(path, name))
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, MARKER_FILE), "w") as marker:
+        marker.write(
+            "Output of rllib/examples/offline_rl/train_on_external_episodes.py\n"
+        )
+    return path
+
+
+def module_checkpoint(checkpoint_dir: str) -> str:
+    """The RLModule's directory inside an algorithm checkpoint."""
+    return os.path.join(
+        checkpoint_dir,
+        COMPONENT_LEARNER_GROUP,
+        COMPONENT_LEARNER,
+        COMPONENT_RL_MODULE,
+        DEFAULT_MODULE_ID,
+    )
+
+
+def require_matplotlib() -> None:
+    """Raises an `ImportError` that says how to install matplotlib if missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as error:
+        raise ImportError(
+            "`--plot` needs matplotlib, which is not installed. Install it with "
+            '`pip install -e ".[bench]"` (the fork\'s `bench` extra) or '
+            "`pip install matplotlib`, or run without `--plot`."
+        ) from error
+
+
+def restore_instructions(checkpoint_dir: str) -> str:
+    """How to load the policy and restore the Learner from `checkpoint_dir`."""
+    module_dir = module_checkpoint(checkpoint_dir)
+    return (
+        f"Checkpoint: {checkpoint_dir}\n"
+        "Load the trained policy network (no Ray needed):\n"
+        "    from ray.rllib.core.rl_module.rl_module import RLModule\n"
+        f"    module = RLModule.from_checkpoint({module_dir!r})\n"
+        '    logits = module.forward_inference({"obs": obs_batch})'
+        '["action_dist_inputs"]\n'
+        "Or restore the whole algorithm (Learner, optimizer, iteration) to "
+        "train on:\n"
+        "    from ray.rllib.algorithms.algorithm import Algorithm\n"
+        f"    algo = Algorithm.from_checkpoint({checkpoint_dir!r})"
+    )
+
+
+def plot_learning_curve(
+    history: List[Dict[str, Any]], data_return: float, path: str, algo: str
+) -> None:
+    """Writes loss and evaluation return per iteration as a PNG.
+
+    Raises:
+        ImportError: If matplotlib is not installed (the message says how to
+            install it).
+    """
+    require_matplotlib()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    iterations = [h["iteration"] for h in history]
+    figure, (loss_axes, return_axes) = plt.subplots(1, 2, figsize=(10, 4))
+    loss_axes.plot(iterations, [h["loss"] for h in history], marker="o")
+    loss_axes.set(xlabel="training iteration", ylabel="total loss", title="Loss")
+    evaluated = [h for h in history if h["eval_return_mean"] is not None]
+    return_axes.plot(
+        [h["iteration"] for h in evaluated],
+        [h["eval_return_mean"] for h in evaluated],
+        marker="o",
+        label=f"{algo.upper()} policy",
+    )
+    return_axes.axhline(data_return, linestyle="--", color="gray", label="data")
+    return_axes.set(
+        xlabel="training iteration",
+        ylabel="mean episode return",
+        title="Evaluation in CartPole-v1",
+    )
+    return_axes.legend()
+    for axes in (loss_axes, return_axes):
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+# ---------------------------------------------------------------------------
+# The job.
+# ---------------------------------------------------------------------------
+
+
+def _eval_return(result: Dict[str, Any]) -> Optional[float]:
+    value = result.get(EVALUATION_RESULTS, {}).get(ENV_RUNNER_RESULTS, {})
+    value = value.get(EPISODE_RETURN_MEAN)
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def _step(message: str) -> float:
+    print(message, flush=True)
+    return time.perf_counter()
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    data_dir = args.output_dir or tempfile.mkdtemp(prefix="external-episodes-")
+    if args.plot:  # Fail now, not after training, if matplotlib is missing.
+        require_matplotlib()
+    output_dir = prepare_output_dir(args.output_dir)
+    data_dir = os.path.join(output_dir, EPISODES_DIR)
+    checkpoint_dir = os.path.join(output_dir, CHECKPOINT_DIR)
     compression = None if args.compression == "none" else args.compression
 
     # 1. + 2. Collect and write.
+    start = _step(
+        f"[1/4] Recording {args.num_episodes} CartPole episodes with the scripted "
+        f"controller ({args.epsilon:.0%} random actions)..."
+    )
+    episodes = collect_episodes(args.num_episodes, args.epsilon, args.seed)
+    returns = [episode.get_return() for episode in episodes]
+    print(
+        f"      {sum(len(e) for e in episodes):,} steps, mean return "
+        f"{np.mean(returns):.1f} ({time.perf_counter() - start:.1f}s)"
+    )
+    start = _step(f"[2/4] Writing them with EpisodeWriter to {data_dir} ...")
     env = gym.make("CartPole-v1")
-    start = time.perf_counter()
-    returns = []
     with EpisodeWriter(
         data_dir,
         observation_space=env.observation_space,
@@ -153,60 +355,114 @@ def main(argv=None) -> dict:
         max_rows_per_file=args.episodes_per_file,
         compression=compression,
     ) as writer:
-        for episode in collect_episodes(args.num_episodes, args.epsilon, args.seed):
-            returns.append(episode.get_return())
-            writer.write(episode)
-    write_s = time.perf_counter() - start
+        writer.write_many(episodes)
+    env.close()
     num_bytes = sum(os.path.getsize(f) for f in writer.files)
     print(
-        f"Wrote {writer.num_episodes} episodes ({int(sum(returns))} steps, mean "
-        f"return {np.mean(returns):.1f}) to {len(writer.files)} files, "
-        f"{num_bytes / 1e6:.2f} MB, in {write_s:.2f}s -> {data_dir}"
+        f"      {writer.num_episodes} episodes in {len(writer.files)} files, "
+        f"{num_bytes / 1e6:.2f} MB ({time.perf_counter() - start:.1f}s); recorded "
+        f"spaces {read_spaces(data_dir)}"
     )
-    print(f"Recorded spaces: {read_spaces(data_dir)}")
 
     # 3. Train.
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    owns_ray = not ray.is_initialized()
+    if owns_ray:
+        start = _step("[3/4] Starting Ray (4 logical CPUs) ...")
+        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+        print(f"      started ({time.perf_counter() - start:.1f}s)")
+    start = _step(
+        f"[3/4] Building {args.algo.upper()}: the Learner, the Ray Data pipeline "
+        "over the episode files and an evaluation EnvRunner ..."
+    )
     algo = build_config(args, data_dir).build_algo()
+    print(f"      built ({time.perf_counter() - start:.1f}s)")
+    history: List[Dict[str, Any]] = []
     trained_steps = 0
     train_s = 0.0
-    result = {}
-    for iteration in range(1, args.iterations + 1):
+    bar = tqdm(
+        range(1, args.iterations + 1),
+        desc=f"[3/4] Training {args.algo.upper()}",
+        unit="iter",
+        dynamic_ncols=True,
+    )
+    for iteration in bar:
         start = time.perf_counter()
         result = algo.train()
         elapsed = time.perf_counter() - start
         train_s += elapsed
         lifetime = result[LEARNER_RESULTS][ALL_MODULES][NUM_ENV_STEPS_TRAINED_LIFETIME]
         steps, trained_steps = int(lifetime - trained_steps), int(lifetime)
-        print(
-            f"iter {iteration}: {steps} timesteps trained in {elapsed:.1f}s "
+        eval_return = _eval_return(result)
+        if eval_return is None and iteration == args.iterations:
+            eval_return = _eval_return(algo.evaluate())
+        loss = float(result[LEARNER_RESULTS][DEFAULT_MODULE_ID]["total_loss"])
+        history.append(
+            {
+                "iteration": iteration,
+                "loss": loss,
+                "eval_return_mean": eval_return,
+                "env_steps_trained": steps,
+                "time_s": elapsed,
+            }
+        )
+        postfix = {"loss": f"{loss:.3f}"}
+        if eval_return is not None:
+            postfix["eval_return"] = f"{eval_return:.1f}"
+        bar.set_postfix(postfix)
+        tqdm.write(
+            f"      iter {iteration}: loss {loss:.4f}, "
+            + (f"eval return {eval_return:.1f}, " if eval_return is not None else "")
+            + f"{steps:,} steps trained in {elapsed:.1f}s "
             f"({steps / elapsed:,.0f} steps/s)"
         )
+    bar.close()
 
-    # 4. Evaluate (ran in the last iteration, see `evaluation_interval`).
-    eval_return = result[EVALUATION_RESULTS][ENV_RUNNER_RESULTS][EPISODE_RETURN_MEAN]
+    # 4. Evaluate (see above), save, summarize.
+    start = _step(f"[4/4] Saving a checkpoint to {checkpoint_dir} ...")
+    algo.save_to_path(checkpoint_dir)
+    print(f"      saved ({time.perf_counter() - start:.1f}s)")
     algo.stop()
     del algo
     gc.collect()  # Drop Ray Data iterators while Ray is still up.
-    ray.shutdown()
+    if owns_ray:
+        ray.shutdown()
+    eval_return = history[-1]["eval_return_mean"] if history else None
     summary = {
         "algo": args.algo,
+        "output_dir": output_dir,
+        "data_dir": data_dir,
+        "checkpoint_dir": checkpoint_dir,
         "episodes_written": writer.num_episodes,
         "files": len(writer.files),
         "bytes": num_bytes,
-        "train_steps_per_s": trained_steps / train_s,
-        "eval_return_mean": float(eval_return),
+        "train_steps_per_s": trained_steps / train_s if train_s else 0.0,
+        "eval_return_mean": eval_return,
         "expert_return_mean": float(np.mean(returns)),
     }
+    with open(os.path.join(output_dir, RESULTS_FILE), "w") as f:
+        json.dump({"args": vars(args), "iterations": history, "summary": summary}, f)
+    if args.plot:
+        summary["plot"] = os.path.join(output_dir, PLOT_FILE)
+        plot_learning_curve(
+            history, summary["expert_return_mean"], summary["plot"], args.algo
+        )
+    eval_text = "-" if eval_return is None else f"{eval_return:.1f}"
     print(
         f"Summary [{args.algo}]: {summary['episodes_written']} episodes in "
         f"{summary['files']} files; training {summary['train_steps_per_s']:,.0f} "
         f"timesteps/s over {args.iterations} iterations; evaluation return "
-        f"{summary['eval_return_mean']:.1f} over {args.eval_episodes} episodes "
+        f"{eval_text} over {args.eval_episodes} episodes "
         f"(data: {summary['expert_return_mean']:.1f})."
     )
+    print(f"Results: {os.path.join(output_dir, RESULTS_FILE)}")
+    if args.plot:
+        print(f"Learning curve: {summary['plot']}")
+    print(restore_instructions(checkpoint_dir))
     return summary
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (FileExistsError, ImportError) as error:  # Bad `--output-dir`/`--plot`.
+        sys.exit(f"error: {error}")

@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 import ray
+from ray.data import ActorPoolStrategy
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.offline.episode_writer import write_episodes
@@ -108,7 +109,7 @@ def build_config(args: argparse.Namespace, data_dir: str):
             input_read_episodes=True,
             input_read_batch_size=2,
             dataset_num_iters_per_learner=args.updates_per_iteration,
-            map_batches_kwargs={"concurrency": 1, "num_cpus": 1},
+            map_batches_kwargs={"compute": ActorPoolStrategy(size=1), "num_cpus": 1},
         )
         .evaluation(
             evaluation_interval=args.iterations,

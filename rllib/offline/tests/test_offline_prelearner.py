@@ -87,37 +87,6 @@ def test_decodes_upstream_files(tmp_path, episodes):
     _check_output(out)
 
 
-def test_spaces_contradicting_config_name_both(tmp_path, episodes):
-    env = gym.make("CartPole-v1")
-    write_episodes(
-        episodes,
-        tmp_path,
-        observation_space=env.observation_space,
-        action_space=env.action_space,
-    )
-    wider = gym.spaces.Box(-10.0, 10.0, (4,), np.float32)
-    prelearner = _prelearner(tmp_path, observation_space=wider)
-    with pytest.raises(
-        ValueError,
-        match=r"recorded with `observation_space` Box\(\[-4\.8.*but the config's "
-        r"`observation_space` is Box\(-10\.0, 10\.0",
-    ):
-        prelearner(_batch_from_files(next(tmp_path.glob("*.parquet"))))
-
-
-def test_spaces_checked_per_file_with_include_paths(tmp_path, episodes):
-    env = gym.make("CartPole-v1")
-    (file,) = write_episodes(
-        episodes, tmp_path, observation_space=env.observation_space
-    )
-    batch = _batch_from_files(file)
-    batch["path"] = np.array([file] * len(batch["item"]))
-    wider = gym.spaces.Box(-10.0, 10.0, (4,), np.float32)
-    with pytest.raises(ValueError, match=r"The episodes in `.*\.parquet` were"):
-        _prelearner(tmp_path, observation_space=wider)(batch)
-    _check_output(_prelearner(tmp_path)(batch))
-
-
 def test_corrupt_row_is_identified(tmp_path, episodes):
     (file,) = write_episodes(episodes, tmp_path)
     batch = _batch_from_files(file)

@@ -7,6 +7,7 @@ import gc
 import math
 
 import pytest
+from ray.data import ActorPoolStrategy
 from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.offline.episode_reader import read_episodes
 from ray.rllib.offline.episode_writer import write_episodes
@@ -56,7 +57,7 @@ def test_bc_trains_on_fork_and_hand_rolled_files(ray_cluster, tmp_path):
             input_read_episodes=True,
             input_read_batch_size=2,
             dataset_num_iters_per_learner=2,
-            map_batches_kwargs={"concurrency": 1, "num_cpus": 1},
+            map_batches_kwargs={"compute": ActorPoolStrategy(size=1), "num_cpus": 1},
         )
     )
     algo = config.build_algo()

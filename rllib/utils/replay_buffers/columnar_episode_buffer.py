@@ -1,40 +1,51 @@
-"""A timestep-capacity episode buffer on columns, sampled without a Python loop.
+"""Sampling transitions from episodes held as columns, without a Python loop.
 
-`ColumnarEpisodeBuffer` keeps the buffer semantics the OfflinePreLearner relies
-on in `EpisodeReplayBuffer` and samples the same transitions as its
-`sample(sample_episodes=True, batch_length_T=None, n_step=...)`, with the same
-probabilities, but as index arrays:
+Two holders share one sampler:
 
-- Capacity counts timesteps. After each added episode, the oldest episodes are
-  evicted while the buffer holds more than `capacity` timesteps and more than
-  one episode.
-- An episode is not added if its id is held when `add()` is called or
-  repeats within the call (as the prelearner's validation does upstream, it
-  may come back once evicted).
-- Each item starts at a timestep drawn uniformly from all timesteps in the
-  buffer (with replacement). Its n-step is `n_step`, or drawn uniformly from
+- `ColumnarEpisodeBuffer`: the OfflinePreLearner's buffer when Ray Data
+  streams the data. It keeps the semantics the prelearner relies on in
+  upstream's `EpisodeReplayBuffer`: capacity counts timesteps; after each
+  added episode the oldest are evicted while the buffer holds more than
+  `capacity` timesteps and more than one episode; an episode whose id is held
+  (or repeats within one `add()`) is skipped.
+- A list of `EpisodeBlock`s (the whole dataset, or a Learner's shard of it),
+  sampled directly by `sample_transitions`.
+
+`sample_transitions` draws what upstream's
+`EpisodeReplayBuffer.sample(sample_episodes=True, batch_length_T=None,
+n_step=...)` draws, with the same probabilities:
+
+- Each item starts at a timestep drawn uniformly from all held timesteps
+  (with replacement). Its n-step is `n_step`, or drawn uniformly from
   `range(*n_step)` when `n_step` is a tuple.
 - An item covers `m = min(n, T - t)` steps from `t`: its reward is the
   discounted sum of those `m` rewards (upstream's sampler discounts with its
-  default `gamma`, the prelearner passes none), its next observation is the one
-  `m` steps later, and it carries the episode's done flags only if `t + n`
-  lands exactly on the episode's end (upstream's `SingleAgentEpisode.slice`
-  keeps them only then, so an n-step that overshoots the end carries none).
-- Items are drawn until the same counter upstream uses reaches `num_items`
-  (one per item unless an n-step overshoots an episode's end).
+  default `gamma`; the prelearner passes none), its next observation is the
+  one `m` steps later, and it carries the episode's done flags only if
+  `t + n` lands exactly on the episode's end (upstream's
+  `SingleAgentEpisode.slice` keeps them only then).
+- Items are drawn until the counter upstream uses reaches `num_items` (one
+  per item unless an n-step overshoots an episode's end).
+
+With `value_targets=(gamma, horizon)` each item also gets the inputs of its
+value target (see `rllib.utils.postprocessing.bootstrapped_returns`).
 """
 
+import dataclasses
 import inspect
 from collections import deque
-from dataclasses import dataclass
-from typing import Any, Deque, Dict, Iterable, Optional, Tuple, Union
+from typing import Any, Deque, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import scipy.signal
 import tree
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
-from rllib.offline.episode_columns import EpisodeColumns
+from rllib.offline.episode_columns import EpisodeBlock, EpisodeColumns
+from rllib.utils.postprocessing.bootstrapped_returns import (
+    bootstrap_steps,
+    value_target_inputs,
+)
 
 #: The discount upstream's episode sampler applies to n-step rewards when the
 #: caller passes none (the OfflinePreLearner never passes one).
@@ -42,34 +53,90 @@ UPSTREAM_SAMPLER_GAMMA = (
     inspect.signature(EpisodeReplayBuffer._sample_episodes).parameters["gamma"].default
 )
 
+NStep = Union[int, Tuple[int, int]]
 
-@dataclass
+
+@dataclasses.dataclass
+class ValueTargetInputs:
+    """What each sampled item needs for its value target (one row each)."""
+
+    returns_to_bootstrap: np.ndarray
+    bootstrap_obs: Any
+    bootstrap_discount: np.ndarray
+
+
+@dataclasses.dataclass
 class SampledTransitions:
-    """Index arrays describing sampled n-step transitions (one row each).
+    """Sampled n-step transitions as columns (one row per item)."""
 
-    Row indices point into the buffer's concatenated columns of the same
-    `sample()` call (see `ColumnarEpisodeBuffer.gather_*`).
-    """
-
-    #: Row of `o_t` in the concatenated observations.
-    obs_rows: np.ndarray
-    #: Row of the observation `m` steps later (the next observation).
-    next_obs_rows: np.ndarray
-    #: Row of `a_t` in the concatenated actions.
-    action_rows: np.ndarray
-    #: The n-step drawn for each item (int64), as upstream reports it.
-    n_step: np.ndarray
+    obs: Any
+    next_obs: Any
+    actions: Any
     #: Discounted sum of the covered rewards.
     rewards: np.ndarray
     terminateds: np.ndarray
     truncateds: np.ndarray
+    #: The n-step drawn for each item (int64), as upstream reports it.
+    n_step: np.ndarray
     #: Episode id of each item (object array of str).
     episode_ids: np.ndarray
     #: Timestep `t` of each item within its episode.
     timesteps: np.ndarray
+    #: Set when sampled with `value_targets=...`.
+    value_target_inputs: Optional[ValueTargetInputs] = None
 
     def __len__(self) -> int:
-        return len(self.obs_rows)
+        return len(self.rewards)
+
+
+def sample_transitions(
+    blocks: Sequence[EpisodeBlock],
+    num_items: int,
+    *,
+    rng: np.random.Generator,
+    n_step: NStep = 1,
+    n_step_gamma: float = UPSTREAM_SAMPLER_GAMMA,
+    value_targets: Optional[Tuple[float, Optional[int]]] = None,
+) -> SampledTransitions:
+    """Samples n-step transitions uniformly over every timestep of `blocks`.
+
+    Args:
+        blocks: The episodes to sample from.
+        num_items: The target of upstream's item counter (the batch size).
+        rng: The generator to draw with.
+        n_step: A fixed n-step, or a `(low, high)` range to draw from (`high`
+            excluded).
+        n_step_gamma: The discount for n-step rewards.
+        value_targets: `(gamma, horizon)` to add each item's value-target
+            inputs; None adds none.
+
+    Raises:
+        ValueError: If `blocks` hold no timestep.
+    """
+    sizes = np.array([block.num_timesteps for block in blocks], dtype=np.int64)
+    if not len(sizes) or sizes.sum() == 0:
+        raise ValueError("Cannot sample from an empty episode buffer.")
+    block_idx, flat, n = _draw(num_items, n_step, blocks, sizes, rng)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    parts = []
+    order = np.argsort(block_idx, kind="stable")
+    bounds = np.searchsorted(block_idx[order], np.arange(len(blocks) + 1))
+    for b, block in enumerate(blocks):
+        rows = order[bounds[b] : bounds[b + 1]]
+        if len(rows):
+            parts.append(
+                (
+                    rows,
+                    _sample_block(
+                        block,
+                        flat[rows] - offsets[b],
+                        n[rows],
+                        n_step_gamma,
+                        value_targets,
+                    ),
+                )
+            )
+    return _in_draw_order(parts, len(block_idx))
 
 
 class ColumnarEpisodeBuffer:
@@ -89,7 +156,7 @@ class ColumnarEpisodeBuffer:
         self._ids = set()
         self._num_timesteps = 0
         self._num_episodes_evicted = 0
-        self._columns: Optional[Dict[str, Any]] = None
+        self._block: Optional[EpisodeBlock] = None
 
     def __len__(self) -> int:
         return self._num_timesteps
@@ -123,130 +190,183 @@ class ColumnarEpisodeBuffer:
                 self._ids.discard(evicted.id_)
                 self._num_timesteps -= len(evicted)
                 self._num_episodes_evicted += 1
-            self._columns = None
+            self._block = None
+
+    def block(self) -> EpisodeBlock:
+        """The held episodes as one block (rebuilt after changes)."""
+        if self._block is None:
+            if not self.episodes:
+                raise ValueError("Cannot sample from an empty episode buffer.")
+            self._block = EpisodeBlock.from_episodes(list(self.episodes))
+        return self._block
 
     def sample(
         self,
         num_items: int,
         *,
-        n_step: Union[int, Tuple[int, int]] = 1,
+        n_step: NStep = 1,
         gamma: float = UPSTREAM_SAMPLER_GAMMA,
+        value_targets: Optional[Tuple[float, Optional[int]]] = None,
     ) -> SampledTransitions:
         """Samples n-step transitions, as upstream's episode sampler does.
 
-        Args:
-            num_items: The target of upstream's item counter (the batch size).
-            n_step: A fixed n-step, or a `(low, high)` range to draw from
-                (`high` excluded).
-            gamma: The discount for n-step rewards.
-
-        Raises:
-            ValueError: If the buffer is empty.
+        See `sample_transitions` for the arguments (`gamma` is its
+        `n_step_gamma`).
         """
         if not self.episodes:
             raise ValueError("Cannot sample from an empty episode buffer.")
-        columns = self._concatenated()
-        step_starts, lengths = columns["step_starts"], columns["lengths"]
-        episode_idx, start, n = self._draw(num_items, n_step, step_starts, lengths)
-
-        length = lengths[episode_idx]
-        covered = np.minimum(n, length - start)
-        at_end = start + n == length
-        step_rows = step_starts[episode_idx] + start
-        obs_rows = step_rows + episode_idx
-        return SampledTransitions(
-            obs_rows=obs_rows,
-            next_obs_rows=obs_rows + covered,
-            action_rows=step_rows,
-            n_step=n.astype(np.int64),
-            rewards=self._discounted_rewards(
-                columns["rewards"], step_rows, covered, gamma
-            ),
-            terminateds=at_end & columns["terminated"][episode_idx],
-            truncateds=at_end & columns["truncated"][episode_idx],
-            episode_ids=columns["ids"][episode_idx],
-            timesteps=start,
+        return sample_transitions(
+            [self.block()],
+            num_items,
+            rng=self.rng,
+            n_step=n_step,
+            n_step_gamma=gamma,
+            value_targets=value_targets,
         )
 
-    def gather_observations(self, rows: np.ndarray) -> Any:
-        """The observations at `rows` of the last `sample()`'s columns."""
-        return tree.map_structure(lambda leaf: leaf[rows], self._columns["obs"])
 
-    def gather_actions(self, rows: np.ndarray) -> Any:
-        """The actions at `rows` of the last `sample()`'s columns."""
-        return tree.map_structure(lambda leaf: leaf[rows], self._columns["actions"])
+def _draw(num_items, n_step, blocks, sizes, rng):
+    """Draws (block, flat step, n) until upstream's counter reaches num_items.
 
-    def _draw(self, num_items, n_step, step_starts, lengths):
-        """Draws (episode, start, n) until upstream's counter reaches num_items.
-
-        Upstream adds `min(t + n - 1, T) - t - (n - 1) + 1`, or 1 where that is
-        0, per item: 1 unless the n-step overshoots the episode's end.
-        """
-        random_n = isinstance(n_step, tuple)
-        drawn = []
-        counted = 0
-        while counted < num_items:
-            size = num_items - counted
-            flat = self.rng.integers(self._num_timesteps, size=size)
-            episode_idx = np.searchsorted(step_starts, flat, side="right") - 1
-            start = flat - step_starts[episode_idx]
-            if random_n:
-                n = self.rng.integers(n_step[0], n_step[1], size=size)
-            else:
-                n = np.full(size, int(n_step), dtype=np.int64)
-            length = lengths[episode_idx]
-            last = np.minimum(start + n - 1, length)
-            increment = last - start - (n - 1) + 1
+    Upstream adds `min(t + n - 1, T) - t - (n - 1) + 1`, or 1 where that is
+    0, per item: 1 unless the n-step overshoots the episode's end.
+    """
+    random_n = isinstance(n_step, tuple)
+    total = int(sizes.sum())
+    ends = np.cumsum(sizes)
+    drawn = []
+    counted = 0
+    while counted < num_items:
+        size = num_items - counted
+        flat = rng.integers(total, size=size)
+        if random_n:
+            n = rng.integers(n_step[0], n_step[1], size=size)
+        else:
+            n = np.full(size, int(n_step), dtype=np.int64)
+        block_idx = np.searchsorted(ends, flat, side="right")
+        if random_n or int(n_step) > 1:
+            remaining = _steps_to_episode_end(blocks, block_idx, flat, ends - sizes)
+            increment = np.minimum(n - 1, remaining) - (n - 1) + 1
             increment[increment == 0] = 1
-            running = counted + np.cumsum(increment)
-            reached = np.flatnonzero(running >= num_items)
-            keep = reached[0] + 1 if len(reached) else size
-            drawn.append((episode_idx[:keep], start[:keep], n[:keep]))
-            counted = int(running[keep - 1])
-        return tuple(np.concatenate(parts) for parts in zip(*drawn))
+        else:
+            increment = np.ones(size, dtype=np.int64)
+        running = counted + np.cumsum(increment)
+        reached = np.flatnonzero(running >= num_items)
+        keep = reached[0] + 1 if len(reached) else size
+        drawn.append((block_idx[:keep], flat[:keep], n[:keep]))
+        counted = int(running[keep - 1])
+    return tuple(np.concatenate(parts) for parts in zip(*drawn))
 
-    @staticmethod
-    def _discounted_rewards(rewards, step_rows, covered, gamma) -> np.ndarray:
-        """`sum_k gamma^k r_(t+k)` over the covered steps, in upstream's order.
 
-        Upstream runs `scipy.signal.lfilter` over the reversed rewards, i.e.
-        `acc = r + gamma * acc` from the last covered step back; the same
-        recursion here gives the same floats, in lfilter's output dtype.
-        """
-        dtype = _lfilter_dtype(rewards.dtype)
-        if covered.max() == 1:
-            return rewards[step_rows].astype(dtype)
-        acc = np.zeros(len(step_rows), dtype=dtype)
-        discount = dtype.type(gamma)
-        for k in range(int(covered.max()) - 1, -1, -1):
-            inside = k < covered
-            rows = np.where(inside, step_rows + k, step_rows)
-            acc = np.where(inside, rewards[rows].astype(dtype) + discount * acc, acc)
-        return acc
+def _steps_to_episode_end(blocks, block_idx, flat, offsets):
+    """`T - t` of each drawn step."""
+    remaining = np.empty(len(flat), dtype=np.int64)
+    for b in np.unique(block_idx):
+        rows = block_idx == b
+        block = blocks[b]
+        step = flat[rows] - offsets[b]
+        episode = np.searchsorted(block.step_starts, step, side="right") - 1
+        remaining[rows] = block.lengths[episode] - (step - block.step_starts[episode])
+    return remaining
 
-    def _concatenated(self) -> Dict[str, Any]:
-        """All held episodes as concatenated columns (rebuilt after changes)."""
-        if self._columns is None:
-            episodes = list(self.episodes)
-            lengths = np.array([len(e) for e in episodes], dtype=np.int64)
-            self._columns = {
-                "lengths": lengths,
-                "step_starts": np.concatenate([[0], np.cumsum(lengths)[:-1]]),
-                "obs": _concatenate([e.observations for e in episodes]),
-                "actions": _concatenate([e.actions for e in episodes]),
-                "rewards": np.concatenate([e.rewards for e in episodes]),
-                "terminated": np.array([e.is_terminated for e in episodes]),
-                "truncated": np.array([e.is_truncated for e in episodes]),
-                "ids": np.array([e.id_ for e in episodes], dtype=object),
+
+def _sample_block(block: EpisodeBlock, steps, n, n_step_gamma, value_targets):
+    """The sampled columns of the items drawn in one block."""
+    starts = block.step_starts
+    episode = np.searchsorted(starts, steps, side="right") - 1
+    t = steps - starts[episode]
+    length = block.lengths[episode]
+    covered = np.minimum(n, length - t)
+    at_end = t + n == length
+    obs_rows = steps + episode
+    sampled = SampledTransitions(
+        obs=_take(block.observations, obs_rows),
+        next_obs=_take(block.observations, obs_rows + covered),
+        actions=_take(block.actions, steps),
+        rewards=_discounted_rewards(block.rewards, steps, covered, n_step_gamma),
+        terminateds=at_end & block.terminated[episode],
+        truncateds=at_end & block.truncated[episode],
+        n_step=n.astype(np.int64),
+        episode_ids=block.ids[episode],
+        timesteps=t,
+    )
+    if value_targets is not None:
+        gamma, horizon = value_targets
+        boot = bootstrap_steps(t, length, horizon)
+        returns = block.returns_to_go(gamma)
+        first_obs_row = starts[episode] + episode
+        returns_to_bootstrap, discount = value_target_inputs(
+            returns_at_t=returns[obs_rows],
+            returns_at_bootstrap=returns[first_obs_row + boot],
+            steps_to_bootstrap=boot - t,
+            terminal_at_bootstrap=(boot == length) & block.terminated[episode],
+            gamma=gamma,
+        )
+        sampled.value_target_inputs = ValueTargetInputs(
+            returns_to_bootstrap=returns_to_bootstrap,
+            bootstrap_obs=_take(block.observations, first_obs_row + boot),
+            bootstrap_discount=discount,
+        )
+    return sampled
+
+
+def _take(nest, rows):
+    return tree.map_structure(lambda leaf: leaf[rows], nest)
+
+
+def _in_draw_order(
+    parts: List[Tuple[np.ndarray, SampledTransitions]], num_items: int
+) -> SampledTransitions:
+    """Joins per-block samples back into the order the items were drawn."""
+    if len(parts) == 1:
+        rows, sampled = parts[0]
+        if np.array_equal(rows, np.arange(num_items)):
+            return sampled
+    positions = np.concatenate([rows for rows, _ in parts])
+    inverse = np.empty(num_items, dtype=np.int64)
+    inverse[positions] = np.arange(num_items)
+
+    def join(*leaves):
+        return np.concatenate(leaves)[inverse]
+
+    def join_fields(cls, items):
+        return cls(
+            **{
+                f.name: tree.map_structure(join, *[getattr(i, f.name) for i in items])
+                for f in dataclasses.fields(cls)
+                if f.name != "value_target_inputs"
             }
-        return self._columns
+        )
+
+    samples = [sampled for _, sampled in parts]
+    joined = join_fields(SampledTransitions, samples)
+    if samples[0].value_target_inputs is not None:
+        joined.value_target_inputs = join_fields(
+            ValueTargetInputs, [s.value_target_inputs for s in samples]
+        )
+    return joined
 
 
-def _concatenate(nests: list) -> Any:
-    return tree.map_structure(lambda *leaves: np.concatenate(leaves), *nests)
+def _discounted_rewards(rewards, step_rows, covered, gamma) -> np.ndarray:
+    """`sum_k gamma^k r_(t+k)` over the covered steps, in upstream's order.
+
+    Upstream runs `scipy.signal.lfilter` over the reversed rewards, i.e.
+    `acc = r + gamma * acc` from the last covered step back; the same
+    recursion here gives the same floats, in lfilter's output dtype.
+    """
+    dtype = _lfilter_dtype(rewards.dtype)
+    if covered.max() == 1:
+        return rewards[step_rows].astype(dtype)
+    acc = np.zeros(len(step_rows), dtype=dtype)
+    discount = dtype.type(gamma)
+    for k in range(int(covered.max()) - 1, -1, -1):
+        inside = k < covered
+        rows = np.where(inside, step_rows + k, step_rows)
+        acc = np.where(inside, rewards[rows].astype(dtype) + discount * acc, acc)
+    return acc
 
 
-_LFILTER_DTYPES: Dict[np.dtype, np.dtype] = {}
+_LFILTER_DTYPES = {}
 
 
 def _lfilter_dtype(dtype: np.dtype) -> np.dtype:

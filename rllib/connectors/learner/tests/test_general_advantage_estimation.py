@@ -108,21 +108,36 @@ def test_standardize_ignores_masked_steps():
     torch.testing.assert_close(standardize(x), (x - x.mean()) / x.std(unbiased=False))
 
 
-def test_batch_cut_inside_a_segment_masks_its_last_step():
+class _DDPWrapper(torch.nn.Module):
+    """Stands in for `TorchDDPRLModule`: no `ValueFunctionAPI`, `unwrapped()`."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+    def unwrapped(self):
+        return self.module
+
+
+def test_ddp_wrapped_module_is_unwrapped():
+    """With `num_learners >= 2` every module arrives wrapped for DDP."""
     module = _module("cpu")
-    batch = _batch(10, "cpu")
-    # Cut after step 4: a real step whose segment goes on.
-    cut = {k: v[:5].clone() for k, v in batch.items()}
-    assert bool(cut[Columns.LOSS_MASK][-1])
-    add_advantages_to_module_batch(module, cut, gamma=0.9, lambda_=0.8)
-    assert not bool(cut[Columns.LOSS_MASK][-1])
-    torch.testing.assert_close(
-        cut[Columns.LOSS_MASK][:-1], batch[Columns.LOSS_MASK][:4]
+    plain, wrapped = _batch(10, "cpu"), _batch(10, "cpu")
+    add_advantages_to_module_batch(module, plain, gamma=0.9, lambda_=0.8)
+    add_advantages_to_module_batch(_DDPWrapper(module), wrapped, gamma=0.9, lambda_=0.8)
+    for key in (Postprocessing.ADVANTAGES, Postprocessing.VALUE_TARGETS):
+        torch.testing.assert_close(wrapped[key], plain[key])
+    # The connector piece too: it skipped wrapped modules before.
+    episodes_batch = {"p0": _batch(10, "cpu")}
+    GeneralAdvantageEstimation(gamma=0.9, lambda_=0.8)(
+        rl_module={"p0": _DDPWrapper(module)},
+        episodes=[],
+        batch=episodes_batch,
     )
-    # An intact batch keeps its mask.
-    intact = _batch(10, "cpu")
-    add_advantages_to_module_batch(module, intact, gamma=0.9, lambda_=0.8)
-    torch.testing.assert_close(intact[Columns.LOSS_MASK], batch[Columns.LOSS_MASK])
+    torch.testing.assert_close(
+        episodes_batch["p0"][Postprocessing.VALUE_TARGETS],
+        plain[Postprocessing.VALUE_TARGETS],
+    )
 
 
 class _PaddedValueModule(torch.nn.Module):

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 import torch
+from ray.data import ActorPoolStrategy
 from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.algorithms.marwil import MARWILConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
@@ -56,7 +57,7 @@ def _config(algo, kind, path, num_learners, offline_eval, device="cpu"):
             input_=[path],
             input_read_episodes=True,
             dataset_num_iters_per_learner=2,
-            map_batches_kwargs={"concurrency": 1, "num_cpus": 1},
+            map_batches_kwargs={"compute": ActorPoolStrategy(size=1), "num_cpus": 1},
         )
         .training(train_batch_size_per_learner=64, lr=1e-2)
         .learners(

@@ -21,7 +21,6 @@ from scipy import stats
 
 from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
 from rllib.offline.episode_columns import episode_columns_from_episode
-from rllib.offline.offline_prelearner import FAST_PATH_KEY
 from rllib.utils.replay_buffers.columnar_episode_buffer import ColumnarEpisodeBuffer
 
 #: Below this p-value two samples are called different. With fixed seeds the
@@ -113,16 +112,21 @@ def test_sampling_frequencies_match_upstream(n_step):
         assert max(fork_counts) > batch_size
 
 
+class _UpstreamBuffer(EpisodeReplayBuffer):
+    pass
+
+
 def _prelearner(observation_space, action_space, fast, capacity):
     config = (
         BCConfig()
         .environment(observation_space=observation_space, action_space=action_space)
         .training(train_batch_size_per_learner=32)
-        .learners(learner_config_dict={FAST_PATH_KEY: fast})
         .offline_data(
             input_="/nonexistent",
             input_read_episodes=True,
             prelearner_buffer_kwargs={"capacity": capacity},
+            # A custom buffer class keeps upstream's per-episode path.
+            prelearner_buffer_class=None if fast else _UpstreamBuffer,
         )
     )
     spec = config.get_multi_rl_module_spec(
@@ -144,7 +148,7 @@ def test_capacity_and_duplicates_match_upstream():
     capacity = 90
     fast = _prelearner(env.observation_space, env.action_space, True, capacity)
     general = _prelearner(env.observation_space, env.action_space, False, capacity)
-    assert fast.uses_fast_path and not general.uses_fast_path
+    assert fast.uses_columnar_path and not general.uses_columnar_path
     e = episodes
     batches = [[e[0]], [e[1], e[1]], [e[0], e[2]], [e[3]], [e[3], e[4], e[2]]]
     batches += [[e[5]], [e[0]], [e[6], e[6], e[0]], [e[7]]]
@@ -176,6 +180,42 @@ def test_unfinished_episodes_are_rejected_on_both_paths():
         prelearner = _prelearner(env.observation_space, env.action_space, fast, 100)
         with pytest.raises(ValueError, match="must be"):
             prelearner({"item": payloads})
+
+
+def test_blocks_are_sampled_uniformly_over_every_transition():
+    """The Learner's sampler over a shard of several blocks: each recorded
+    transition is drawn with the same probability, none is left out."""
+    from rllib.offline.episode_columns import EpisodeBlock
+    from rllib.utils.replay_buffers.columnar_episode_buffer import (
+        sample_transitions,
+    )
+
+    _, episodes = _episodes(num_episodes=9, max_steps=25, seed=4)
+    columns = [episode_columns_from_episode(e) for e in episodes]
+    blocks = [
+        EpisodeBlock.from_episodes(columns[:2]),
+        EpisodeBlock.from_episodes(columns[2:3]),
+        EpisodeBlock.from_episodes(columns[3:]),
+    ]
+    cells = [(e.id_, t) for e in episodes for t in range(len(e))]
+    rng = np.random.default_rng(5)
+    counts = collections.Counter()
+    for _ in range(40):
+        sampled = sample_transitions(blocks, 256, rng=rng)
+        counts.update(zip(sampled.episode_ids, sampled.timesteps.tolist()))
+    assert set(counts) == set(cells)
+    assert stats.chisquare([counts[c] for c in cells]).pvalue > P_MIN
+    # The observations drawn are the recorded ones at those steps.
+    sampled = sample_transitions(blocks, 64, rng=rng)
+    by_id = {e.id_: e for e in episodes}
+    for i, (episode_id, t) in enumerate(
+        zip(sampled.episode_ids, sampled.timesteps.tolist())
+    ):
+        recorded = by_id[episode_id]
+        np.testing.assert_array_equal(sampled.obs[i], recorded.get_observations(t))
+        np.testing.assert_array_equal(
+            sampled.next_obs[i], recorded.get_observations(t + 1)
+        )
 
 
 def test_empty_buffer_cannot_be_sampled():

@@ -1,8 +1,9 @@
-"""BC learns from expert CartPole episodes through the prelearner's fast path.
+"""BC learns from expert CartPole episodes streamed through Ray Data.
 
 A real run: episode files on disk, the shared local Ray cluster, Ray Data
-calling the fork's `OfflinePreLearner` in its actors. A subclass that only
-counts fast-path calls (one file per call) shows the batches came from there.
+calling the fork's `OfflinePreLearner` in its actors (a custom
+`prelearner_class` keeps the data streaming). A subclass that only counts
+columnar-path calls (one file per call) shows the batches came from there.
 """
 
 import gc
@@ -11,6 +12,7 @@ import uuid
 import numpy as np
 import pytest
 import torch
+from ray.data import ActorPoolStrategy
 from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
@@ -23,12 +25,12 @@ from rllib.offline.tests.episode_factory import cartpole_episodes
 
 
 class CountingPreLearner(OfflinePreLearner):
-    """Leaves a file behind for each batch the fast path builds."""
+    """Leaves a file behind for each batch the columnar path builds."""
 
     marker_dir = None
 
-    def _fast_path_batch(self, batch):
-        out = super()._fast_path_batch(batch)
+    def _columnar_batch(self, batch):
+        out = super()._columnar_batch(batch)
         with open(f"{self.marker_dir}/{uuid.uuid4().hex}", "w"):
             pass
         return out
@@ -53,7 +55,7 @@ def _learner_accuracy(algo, observations, actions):
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
-def test_bc_learns_through_the_fast_path(ray_cluster, tmp_path):
+def test_bc_learns_through_the_streaming_columnar_path(ray_cluster, tmp_path):
     env, episodes = cartpole_episodes(10, max_steps=200)
     for episode in episodes:
         episode.to_numpy()
@@ -85,11 +87,13 @@ def test_bc_learns_through_the_fast_path(ray_cluster, tmp_path):
             input_read_batch_size=4,
             dataset_num_iters_per_learner=10,
             prelearner_class=counting,
-            map_batches_kwargs={"concurrency": 1, "num_cpus": 1},
+            map_batches_kwargs={"compute": ActorPoolStrategy(size=1), "num_cpus": 1},
         )
     )
     algo = config.build_algo()
     try:
+        algo.train()
+        assert algo.offline_data.mode == "streaming"
         before = _learner_accuracy(algo, observations, actions)
         losses = []
         for _ in range(4):

@@ -1,11 +1,15 @@
-"""The fast path's batches equal the general path's on the same sampled items.
+"""The columnar path's batches equal upstream's per-episode path's.
 
 Both prelearners get the same payloads and the same random draws: the
 sampling generators of the columnar buffer and of upstream's
-`EpisodeReplayBuffer` are replaced by one script of values (timestep indices
-and n-steps), and the general path adds the episodes in batch order (upstream
-adds a set, whose order is arbitrary). Every output column must then match in
-dtype, shape and value. No Ray cluster: the prelearner is a plain callable.
+`EpisodeReplayBuffer` (which a custom `prelearner_buffer_class` keeps in use)
+are replaced by one script of values (timestep indices and n-steps), and the
+per-episode path adds the episodes in batch order (upstream adds a set, whose
+order is arbitrary). Every output column must then match in dtype, shape and
+value. MARWIL's rows carry value-target inputs on both paths; the per-episode
+path bootstraps at the end of each sampled slice, so the columnar side uses
+`offline_value_horizon=1` here. No Ray cluster: the prelearner is a plain
+callable.
 """
 
 import logging
@@ -22,13 +26,23 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.offline.episode_writer import encode_episode
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
+from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
 from rllib.core.learner.tests import structured_obs
 from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
-from rllib.offline.offline_prelearner import FAST_PATH_KEY
 from rllib.offline.tests.episode_factory import SPACES, make_episode
+from rllib.utils.postprocessing.bootstrapped_returns import (
+    BOOTSTRAP_DISCOUNT,
+    BOOTSTRAP_OBS,
+    HORIZON_KEY,
+    RETURNS_TO_BOOTSTRAP,
+)
 
 BATCH_SIZE = 256
+
+
+class UpstreamBuffer(EpisodeReplayBuffer):
+    """A custom buffer class: the prelearner keeps upstream's per-episode path."""
 
 
 class ScriptedRng:
@@ -77,8 +91,12 @@ def _prelearner(algo, obs_space, action_space, fast, module=None, n_step=None):
     config = (
         config.environment(observation_space=obs_space, action_space=action_space)
         .training(train_batch_size_per_learner=BATCH_SIZE)
-        .learners(learner_config_dict={FAST_PATH_KEY: fast})
-        .offline_data(input_="/nonexistent", input_read_episodes=True)
+        .learners(learner_config_dict={HORIZON_KEY: 1})
+        .offline_data(
+            input_="/nonexistent",
+            input_read_episodes=True,
+            prelearner_buffer_class=None if fast else UpstreamBuffer,
+        )
     )
     if module is not None:
         config = config.rl_module(rl_module_spec=RLModuleSpec(module_class=module))
@@ -87,8 +105,13 @@ def _prelearner(algo, obs_space, action_space, fast, module=None, n_step=None):
     spec = config.get_multi_rl_module_spec(
         spaces={DEFAULT_MODULE_ID: (obs_space, action_space)}, inference_only=False
     )
+    # Each prelearner builds its own randomly initialized module: compare the
+    # rows, not value targets from two different networks.
     return OfflinePreLearner(
-        config=config, spaces=(obs_space, action_space), module_spec=spec
+        config=config,
+        spaces=(obs_space, action_space),
+        module_spec=spec,
+        compute_value_targets=False,
     )
 
 
@@ -124,7 +147,7 @@ def _run_both(
         )
     fast = _prelearner(algo, obs_space, action_space, True, module, n_step)
     general = _prelearner(algo, obs_space, action_space, False, module, n_step)
-    assert fast.uses_fast_path and not general.uses_fast_path
+    assert fast.uses_columnar_path and not general.uses_columnar_path
     # Upstream adds a set of episodes; keep the batch order here instead.
     general._validate_episodes = list
     starts, n_steps = _script(episodes, n_step, seed)
@@ -154,18 +177,31 @@ def test_cartpole_batches_match(algo, to_numpy):
     out_fast, out_general = _run_both(algo, _cartpole(to_numpy=to_numpy))
     _assert_same(out_fast, out_general)
     obs = out_fast[f"{DEFAULT_MODULE_ID}/{Columns.OBS}"]
-    assert len(obs) == (BATCH_SIZE if algo == "bc" else 2 * BATCH_SIZE)
-    if algo == "marwil":
-        mask = out_fast[f"{DEFAULT_MODULE_ID}/{Columns.LOSS_MASK}"]
-        assert mask[0::2].all() and not mask[1::2].any()
+    # One row per sampled transition: MARWIL's rows carry their value-target
+    # inputs instead of a bootstrap row each.
+    assert len(obs) == BATCH_SIZE
+    assert f"{DEFAULT_MODULE_ID}/{Columns.LOSS_MASK}" not in out_fast
+    inputs = {
+        f"{DEFAULT_MODULE_ID}/{c}"
+        for c in (RETURNS_TO_BOOTSTRAP, BOOTSTRAP_DISCOUNT, f"{BOOTSTRAP_OBS}")
+    }
+    assert inputs <= set(out_fast) if algo == "marwil" else not inputs & set(out_fast)
 
 
 @pytest.mark.parametrize("algo", ["bc", "marwil"])
 @pytest.mark.parametrize("n_step", [3, (1, 6)])
 def test_n_step_batches_match(algo, n_step):
-    """n-step sums, overshooting ends and upstream's item counter agree."""
+    """n-step sums, overshooting ends and upstream's item counter agree.
+
+    Value-target inputs are left out: a per-episode slice keeps only the
+    n-step reward sum, so its bootstrap cannot match `offline_value_horizon`
+    (they are checked against a reference in test_bootstrapped_returns.py).
+    """
     data = _cartpole(max_steps=12)
     out_fast, out_general = _run_both(algo, data, n_step=n_step)
+    for out in (out_fast, out_general):
+        for key in [k for k in out if k.split("/")[1] in _INPUT_COLUMNS]:
+            del out[key]
     _assert_same(out_fast, out_general)
     n = out_fast[f"{DEFAULT_MODULE_ID}/n_step"]
     assert n.min() >= 1 and n.max() <= 5
@@ -173,8 +209,11 @@ def test_n_step_batches_match(algo, n_step):
         assert len(set(n.tolist())) > 1
 
 
+_INPUT_COLUMNS = (RETURNS_TO_BOOTSTRAP, BOOTSTRAP_DISCOUNT, BOOTSTRAP_OBS)
+
+
 class _NoNetworkModule(TorchRLModule):
-    """Builds for any space; neither path calls it (GAE runs on the Learner)."""
+    """Builds for any space; neither path calls it (targets run on the Learner)."""
 
     def setup(self):
         pass
@@ -294,14 +333,16 @@ def test_corrupt_payload_still_names_its_row():
 def test_falls_back_and_says_why_once(caplog, monkeypatch):
     import rllib.offline.offline_prelearner as fork_prelearner
 
-    monkeypatch.setattr(fork_prelearner, "_LOGGED_FALLBACKS", set())
+    monkeypatch.setattr(fork_prelearner, "_LOGGED", set())
     obs_space, action_space, _ = _cartpole(num_episodes=1)
     with caplog.at_level(logging.WARNING, logger="rllib.offline.offline_prelearner"):
         first = _prelearner("bc", obs_space, action_space, fast=False)
         _prelearner("bc", obs_space, action_space, fast=False)
-    assert not first.uses_fast_path
-    notes = [r.message for r in caplog.records if FAST_PATH_KEY in r.message]
-    assert len(notes) == 1 and "general (per-episode) path" in notes[0]
+    assert not first.uses_columnar_path
+    notes = [
+        r.message for r in caplog.records if "prelearner_buffer_class" in r.message
+    ]
+    assert len(notes) == 1 and "upstream's path" in notes[0]
 
 
 def test_subclass_overriding_the_general_path_keeps_it():
@@ -319,4 +360,4 @@ def test_subclass_overriding_the_general_path_keeps_it():
         spaces={DEFAULT_MODULE_ID: (obs_space, action_space)}, inference_only=False
     )
     custom = Custom(config=config, spaces=(obs_space, action_space), module_spec=spec)
-    assert not custom.uses_fast_path
+    assert not custom.uses_columnar_path

@@ -1,0 +1,58 @@
+"""The fork's change to ``ray.rllib.algorithms.algorithm_config``.
+
+- ``AlgorithmConfig._validate_offline_settings``: for recorded episodes
+  (``input_read_episodes=True``) it first looks at the input on the driver:
+  a missing or empty ``input_`` fails with the fork's message, a space the
+  config leaves unset is taken from the files (``EpisodeWriter`` records
+  both spaces; the log says so), and a configured space that contradicts the
+  recorded one fails, all at ``build_algo()`` rather than minutes into
+  ``train()``. Then upstream's checks run.
+"""
+
+import logging
+
+from ray.rllib.algorithms import algorithm_config as _upstream
+
+logger = logging.getLogger(__name__)
+
+_upstream_validate_offline_settings = (
+    _upstream.AlgorithmConfig._validate_offline_settings
+)
+
+
+def _validate_offline_settings(self) -> None:
+    if self.is_offline and self.input_read_episodes:
+        _take_or_check_recorded_spaces(self)
+    _upstream_validate_offline_settings(self)
+
+
+def _take_or_check_recorded_spaces(config) -> None:
+    from rllib.offline.offline_data import (
+        check_recorded_spaces,
+        recorded_spaces_of_input,
+    )
+
+    recorded = recorded_spaces_of_input(config)
+    if recorded is None:
+        return
+    taken = []
+    for name, space in zip(("observation_space", "action_space"), recorded):
+        if space is not None and getattr(config, name) is None:
+            setattr(config, name, space)
+            taken.append(name)
+    if taken:
+        logger.info(
+            "rllib-fork: %s taken from the episode files under %s.",
+            " and ".join(f"`{name}`" for name in taken),
+            config.input_,
+        )
+    check_recorded_spaces(
+        recorded, (config.observation_space, config.action_space), config
+    )
+
+
+#: Upstream names in ``ray.rllib.algorithms.algorithm_config`` that this module
+#: replaces.
+REPLACES = {
+    "AlgorithmConfig._validate_offline_settings": _validate_offline_settings,
+}

@@ -1,0 +1,154 @@
+"""MARWIL's advantage weights follow the advantages' scale and never overflow.
+
+A local MARWIL Learner is built without Ray (`config.build_learner`) and fed
+tensor batches whose rows carry value-target inputs, at reward scales from
+0.01 to 10,000.
+"""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from ray.rllib.algorithms.bc import BCConfig
+from ray.rllib.algorithms.marwil import MARWILConfig
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
+from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+from rllib.algorithms.marwil.marwil import ADVANTAGE_NORM_UPDATE_RATE
+from rllib.algorithms.marwil.torch.marwil_torch_learner import MAX_EXPONENT
+from rllib.core.learner.value_targets import add_value_targets
+from rllib.utils.postprocessing.bootstrapped_returns import (
+    BOOTSTRAP_DISCOUNT,
+    BOOTSTRAP_OBS,
+    RETURNS_TO_BOOTSTRAP,
+)
+
+ENV = gym.make("CartPole-v1")
+
+
+def _learner(**training):
+    config = (
+        MARWILConfig()
+        .environment(
+            observation_space=ENV.observation_space, action_space=ENV.action_space
+        )
+        .training(train_batch_size_per_learner=64, **training)
+        .rl_module(model_config={"fcnet_hiddens": [16]})
+    )
+    learner = config.build_learner(env=None)
+    return config, learner
+
+
+def _batch(num_rows, reward_scale, seed=0):
+    rng = np.random.default_rng(seed)
+    columns = {
+        Columns.OBS: rng.normal(size=(num_rows, 4)).astype(np.float32),
+        Columns.ACTIONS: rng.integers(0, 2, size=num_rows),
+        RETURNS_TO_BOOTSTRAP: (
+            reward_scale * rng.uniform(0, 100, size=num_rows)
+        ).astype(np.float32),
+        BOOTSTRAP_OBS: rng.normal(size=(num_rows, 4)).astype(np.float32),
+        BOOTSTRAP_DISCOUNT: np.where(rng.random(num_rows) < 0.5, 0.0, 0.9).astype(
+            np.float32
+        ),
+    }
+    return {k: torch.as_tensor(v) for k, v in columns.items()}
+
+
+def _update(learner, batch):
+    return learner.update(
+        batch=MultiAgentBatch(
+            {DEFAULT_MODULE_ID: SampleBatch(batch)}, env_steps=len(batch[Columns.OBS])
+        )
+    )
+
+
+def test_fork_default_update_rate():
+    assert MARWILConfig().moving_average_sqd_adv_norm_update_rate == (
+        ADVANTAGE_NORM_UPDATE_RATE
+    )
+    explicit = MARWILConfig().training(moving_average_sqd_adv_norm_update_rate=0.3)
+    assert explicit.moving_average_sqd_adv_norm_update_rate == 0.3
+
+
+def test_normalizer_starts_from_the_data_then_moves_at_the_rate():
+    config, learner = _learner()
+    norms = learner.moving_avg_sqd_adv_norms_per_module
+    first, second = _batch(64, 1.0, seed=1), _batch(64, 1.0, seed=2)
+
+    def squared_advantages(batch):
+        probe = {k: v.clone() for k, v in batch.items()}
+        add_value_targets(learner.module[DEFAULT_MODULE_ID], probe)
+        advantages = probe[Postprocessing.VALUE_TARGETS] - probe[Columns.VF_PREDS]
+        return float((advantages**2).mean())
+
+    expected_first = squared_advantages(first)
+    _update(learner, first)
+    assert float(norms[DEFAULT_MODULE_ID]) == pytest.approx(expected_first, rel=1e-5)
+    expected_second = squared_advantages(second)
+    _update(learner, second)
+    rate = config.moving_average_sqd_adv_norm_update_rate
+    assert float(norms[DEFAULT_MODULE_ID]) == pytest.approx(
+        expected_first + rate * (expected_second - expected_first), rel=1e-5
+    )
+
+
+@pytest.mark.parametrize("reward_scale", [0.01, 1.0, 10_000.0])
+def test_weights_are_scale_free_and_finite(reward_scale):
+    """Normalized advantages: the same spread of weights at any reward scale."""
+    _, learner = _learner()
+    batch = _batch(256, reward_scale)
+    for _ in range(3):
+        results = _update(learner, {k: v.clone() for k, v in batch.items()})
+    assert np.isfinite(float(results[DEFAULT_MODULE_ID][POLICY_LOSS_KEY].peek()))
+    module = learner.module[DEFAULT_MODULE_ID]
+    probe = {k: v.clone() for k, v in batch.items()}
+    add_value_targets(module, probe)
+    advantages = probe[Postprocessing.VALUE_TARGETS] - probe[Columns.VF_PREDS]
+    norm = learner.moving_avg_sqd_adv_norms_per_module[DEFAULT_MODULE_ID]
+    scaled = advantages / norm.sqrt()
+    # About unit scale whatever the rewards: the weights exp(beta * A / c)
+    # neither all collapse to 1 (tiny rewards) nor overflow (huge ones).
+    assert 0.3 < float(scaled.std()) < 3.0
+
+
+def test_direct_loss_call_uses_the_configured_start_and_clips():
+    """A loss computed outside `update()` (as ray's MARWIL test does) reads the
+    normalizer without moving it; no weight exceeds exp(MAX_EXPONENT)."""
+    config, learner = _learner(moving_average_sqd_adv_norm_start=1e-6)
+    batch = _batch(64, 1000.0)
+    add_value_targets(learner.module[DEFAULT_MODULE_ID], batch)
+    module = learner.module[DEFAULT_MODULE_ID]
+    fwd_out = module.forward_train(batch)
+    loss = learner.compute_loss_for_module(
+        module_id=DEFAULT_MODULE_ID, config=config, batch=batch, fwd_out=fwd_out
+    )
+    assert torch.isfinite(loss)
+    assert float(learner.moving_avg_sqd_adv_norms_per_module[DEFAULT_MODULE_ID]) == (
+        pytest.approx(1e-6)
+    )
+    log_probs = (
+        module.get_train_action_dist_cls()
+        .from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
+        .logp(batch[Columns.ACTIONS])
+    )
+    policy_loss = float(
+        learner.metrics.peek((DEFAULT_MODULE_ID, POLICY_LOSS_KEY)).detach()
+    )
+    # Every advantage / 1e-3 is far above the clip: all weights are exp(20).
+    expected = -float(torch.exp(torch.tensor(MAX_EXPONENT)) * log_probs.mean())
+    assert policy_loss == pytest.approx(expected, rel=1e-4)
+
+
+def test_bc_gets_no_separate_value_network():
+    assert "vf_share_layers" not in BCConfig()._model_config_auto_includes
+    assert MARWILConfig()._model_config_auto_includes["vf_share_layers"] is False
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

@@ -1,0 +1,87 @@
+"""Train batches sampled on the Learner from its shard of decoded episodes.
+
+The Learner gets an `EpisodeShard` (`rllib.offline.episode_store`) in place
+of a Ray Data iterator, loads its blocks once and from then on samples each
+train batch uniformly over all of the shard's timesteps and builds it with
+its own connector pipeline (`rllib.offline.transition_batch_builder`): no
+Ray Data pass, no decoding, no actor per pass.
+"""
+
+import logging
+from typing import Iterator, Optional
+
+import numpy as np
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+from rllib.offline.episode_store import EpisodeShard
+from rllib.offline.transition_batch_builder import make_batch_builder
+from rllib.utils.postprocessing.bootstrapped_returns import HORIZON_KEY
+from rllib.utils.replay_buffers.columnar_episode_buffer import sample_transitions
+
+logger = logging.getLogger(__name__)
+
+
+class EpisodeShardSampler:
+    """Samples train batches from one shard with a Learner's pipeline.
+
+    Args:
+        shard: The shard to sample from; its blocks are fetched once.
+        pipeline: The Learner connector pipeline the batches are built with.
+        rl_module: The `MultiRLModule` the batches are for.
+        config: The algorithm config (`gamma`, `n_step`, `seed`,
+            `learner_config_dict[HORIZON_KEY]`).
+    """
+
+    def __init__(self, shard: EpisodeShard, *, pipeline, rl_module, config):
+        self.shard = shard
+        self.blocks = shard.blocks()
+        self.rl_module = rl_module
+        self.builder, reason = make_batch_builder(pipeline, rl_module)
+        if reason:
+            logger.warning(
+                "rllib-fork: train batches are built through the connector "
+                "pipeline (%s).",
+                reason,
+            )
+        self.value_targets = None
+        if self.builder.value_targets:
+            self.value_targets = (
+                config.gamma,
+                config.learner_config_dict.get(HORIZON_KEY),
+            )
+        self.n_step = config.get("n_step", 1) or 1
+        seed = None if config.seed is None else (int(config.seed), shard.index)
+        self.rng = np.random.default_rng(seed)
+
+    def sample(self, num_items: int) -> MultiAgentBatch:
+        """One train batch of `num_items` transitions drawn uniformly."""
+        transitions = sample_transitions(
+            self.blocks,
+            num_items,
+            rng=self.rng,
+            n_step=self.n_step,
+            value_targets=self.value_targets,
+        )
+        module_batches = self.builder.build(transitions, rl_module=self.rl_module)
+        return MultiAgentBatch(
+            {
+                module_id: SampleBatch(module_batch)
+                for module_id, module_batch in module_batches.items()
+            },
+            env_steps=len(transitions),
+        )
+
+    def batches(
+        self, minibatch_size: int, num_iters: Optional[int]
+    ) -> Iterator[MultiAgentBatch]:
+        """`num_iters` batches; None: as many as one pass over the shard takes."""
+        if num_iters is None:
+            num_iters = -(-self.shard.num_timesteps // minibatch_size)
+        for _ in range(num_iters):
+            yield self.sample(minibatch_size)
+
+    def matches(self, shard: EpisodeShard) -> bool:
+        """Whether `shard` is the one this sampler holds."""
+        return [r.hex() for r in shard.block_refs] == [
+            r.hex() for r in self.shard.block_refs
+        ]

@@ -1,0 +1,362 @@
+"""Recorded episodes decoded once and held in Ray's object store for training.
+
+`EpisodeStore.start` splits the input files into row ranges, one Ray task per
+range reads its rows with pyarrow and decodes them into an `EpisodeBlock`
+(`rllib.offline.episode_columns`). The blocks stay in the object store for
+all of training: every process on a node reads them without a copy, and no
+pass over the data decodes anything again. `EpisodeStore.shards` deals the
+blocks out to the Learners (disjoint, balanced by timesteps); each Learner
+samples its shard (`rllib.offline.episode_shard_sampler`).
+
+If the decoded data outgrows the memory budget, `wait` stops the remaining
+tasks, drops what was decoded and returns False; the caller then streams the
+data through Ray Data instead.
+"""
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import gymnasium as gym
+import numpy as np
+import pyarrow.fs as pa_fs
+import pyarrow.parquet as pq
+import ray
+from ray.rllib.core.columns import Columns
+from ray.rllib.offline.episode_reader import cannot_decode_error, describe_row
+from ray.rllib.offline.episode_writer import ITEM_COLUMN
+
+from rllib._fork.cluster_check import RequiresFork
+from rllib.offline.episode_columns import EpisodeBlock, decode_episode_columns
+
+logger = logging.getLogger(__name__)
+
+#: A range of rows of one file: `(path, first row, end row)`.
+RowRange = Tuple[str, int, int]
+
+#: Rows decoded per pyarrow batch inside a task.
+_READ_BATCH_ROWS = 256
+
+#: Up to this many bytes of (uncompressed) parquet data, the driver decodes
+#: the episodes itself: a Ray worker needs seconds to start and import RLlib,
+#: the driver decodes about 60 MiB of CartPole payloads per second (per-step
+#: lists; numpy-ized payloads several times faster).
+DRIVER_DECODE_BYTES = 64 * 2**20
+
+
+@dataclass
+class EpisodeShard(RequiresFork):
+    """A Learner's share of the decoded episodes (a handle; the data stays put).
+
+    Passed to `Learner.update()` in place of a Ray Data iterator. The block
+    references keep the blocks alive in the object store. A Learner process
+    without the fork (or with another version) refuses it on arrival.
+    """
+
+    #: Which shard this is, of how many.
+    index: int
+    num_shards: int
+    block_refs: List[ray.ObjectRef]
+    num_timesteps: int
+    num_episodes: int
+
+    def blocks(self) -> List[EpisodeBlock]:
+        """The shard's blocks (zero-copy views of the object store on a node)."""
+        return ray.get(self.block_refs)
+
+
+class EpisodeStore:
+    """Decodes the input files in parallel Ray tasks and holds the blocks.
+
+    Build it with `start`, then call `wait` before `shards`.
+    """
+
+    def __init__(self, ranges: List[RowRange], refs, size_refs):
+        self._ranges = ranges
+        self._block_refs: List[ray.ObjectRef] = refs
+        self._size_refs: List[ray.ObjectRef] = size_refs
+        self._sizes: Optional[List[Dict[str, int]]] = None
+        self._started = time.perf_counter()
+
+    @classmethod
+    def start(
+        cls,
+        files: Sequence[str],
+        *,
+        filesystem: Optional[pa_fs.FileSystem],
+        observation_space: Optional[gym.Space],
+        action_space: Optional[gym.Space],
+        min_ranges: int = 1,
+    ) -> "EpisodeStore":
+        """Starts one decoding task per row range of `files`.
+
+        Args:
+            files: The parquet files with an `item` column of episodes.
+            filesystem: Their filesystem (None: local or inferred per path).
+            observation_space: Restores the tuples of Tuple observations.
+            action_space: Same for actions.
+            min_ranges: Split the files into at least this many ranges (as
+                many as there are rows at most), e.g. one per Learner.
+        """
+        ranges, payload_bytes = split_into_row_ranges(
+            files, filesystem=filesystem, num_ranges=_num_ranges(min_ranges)
+        )
+        kwargs = {
+            "filesystem": filesystem,
+            "observation_space": observation_space,
+            "action_space": action_space,
+        }
+        refs, size_refs = [], []
+        if payload_bytes <= DRIVER_DECODE_BYTES:
+            # Small data decodes faster here than a Ray worker starts up.
+            for row_range in ranges:
+                block, sizes = decode_row_range(row_range, **kwargs)
+                refs.append(ray.put(block))
+                size_refs.append(ray.put(sizes))
+        else:
+            decode = ray.remote(num_returns=2)(decode_row_range)
+            for row_range in ranges:
+                block_ref, size_ref = decode.remote(row_range, **kwargs)
+                refs.append(block_ref)
+                size_refs.append(size_ref)
+        return cls(ranges, refs, size_refs)
+
+    def wait(self, memory_budget: int) -> bool:
+        """Waits for the decoding tasks; False if the data outgrew the budget.
+
+        Raises:
+            ValueError: What a task raised for a row it cannot use (the message
+                names the file and the row).
+        """
+        sizes: Dict[int, Dict[str, int]] = {}
+        position = {ref: i for i, ref in enumerate(self._size_refs)}
+        pending = list(self._size_refs)
+        total = 0
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            index = position[done[0]]
+            sizes[index] = _get_unwrapped(done[0])
+            total += sizes[index]["nbytes"]
+            if total > memory_budget:
+                for ref in self._block_refs:
+                    ray.cancel(ref, force=False)
+                self._block_refs, self._size_refs = [], []
+                logger.info(
+                    "rllib-fork: decoded episodes exceed the memory budget (more "
+                    "than %d bytes after %d of %d row ranges).",
+                    memory_budget,
+                    len(sizes),
+                    len(position),
+                )
+                return False
+        self._sizes = [sizes[i] for i in range(len(position))]
+        logger.info(
+            "rllib-fork: decoded %d episodes (%d timesteps, %.1f MiB) in %.1f s; "
+            "they stay in the object store for all of training.",
+            self.num_episodes,
+            self.num_timesteps,
+            self.nbytes / 2**20,
+            time.perf_counter() - self._started,
+        )
+        return True
+
+    @property
+    def num_timesteps(self) -> int:
+        return sum(s["timesteps"] for s in self._loaded_sizes())
+
+    @property
+    def num_episodes(self) -> int:
+        return sum(s["episodes"] for s in self._loaded_sizes())
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s["nbytes"] for s in self._loaded_sizes())
+
+    def shards(self, num_shards: int) -> List[EpisodeShard]:
+        """Deals the blocks out to `num_shards` shards, balanced by timesteps.
+
+        Raises:
+            ValueError: If there are fewer blocks with timesteps than shards.
+        """
+        sizes = self._loaded_sizes()
+        blocks = [i for i, s in enumerate(sizes) if s["timesteps"]]
+        if len(blocks) < num_shards:
+            raise ValueError(
+                f"The input has {len(blocks)} part(s) with episodes to deal out to "
+                f"{num_shards} Learners; each Learner needs at least one. Record "
+                "more episodes, or train with fewer Learners "
+                "(`config.learners(num_learners=...)`)."
+            )
+        members: List[List[int]] = [[] for _ in range(num_shards)]
+        load = np.zeros(num_shards, dtype=np.int64)
+        for block in sorted(blocks, key=lambda i: -sizes[i]["timesteps"]):
+            target = int(np.argmin(load))
+            members[target].append(block)
+            load[target] += sizes[block]["timesteps"]
+        return [
+            EpisodeShard(
+                index=index,
+                num_shards=num_shards,
+                block_refs=[self._block_refs[i] for i in sorted(chosen)],
+                num_timesteps=sum(sizes[i]["timesteps"] for i in chosen),
+                num_episodes=sum(sizes[i]["episodes"] for i in chosen),
+            )
+            for index, chosen in enumerate(members)
+        ]
+
+    def _loaded_sizes(self) -> List[Dict[str, int]]:
+        if self._sizes is None:
+            raise RuntimeError("Call `EpisodeStore.wait()` first.")
+        return self._sizes
+
+
+def decode_row_range(
+    row_range: RowRange,
+    *,
+    filesystem: Optional[pa_fs.FileSystem],
+    observation_space: Optional[gym.Space],
+    action_space: Optional[gym.Space],
+) -> Tuple[Optional[EpisodeBlock], Dict[str, int]]:
+    """Reads and decodes one row range into a block (None if no steps).
+
+    Returns:
+        `(block, sizes)`; `sizes` has the block's `timesteps`, `episodes`
+        and `nbytes`.
+
+    Raises:
+        ValueError: If a row cannot be decoded or its episode is not done (the
+            message names the file and the row).
+    """
+    path, start, stop = row_range
+    fs, resolved = _filesystem_for(path, filesystem)
+    episodes = []
+    with fs.open_input_file(resolved) as handle:
+        parquet = pq.ParquetFile(handle)
+        names = parquet.schema_arrow.names
+        if ITEM_COLUMN not in names:
+            raise ValueError(
+                f"`{path}` has no `{ITEM_COLUMN}` column (columns: {names}); it "
+                "does not hold recorded episodes. For tabular data set "
+                "`config.offline_data(input_read_episodes=False)`."
+            )
+        columns = [c for c in (ITEM_COLUMN, Columns.EPS_ID) if c in names]
+        row = 0
+        for batch in parquet.iter_batches(batch_size=_READ_BATCH_ROWS, columns=columns):
+            if row + batch.num_rows <= start:
+                row += batch.num_rows
+                continue
+            items = batch.column(ITEM_COLUMN).to_pylist()
+            ids = (
+                batch.column(Columns.EPS_ID).to_pylist()
+                if Columns.EPS_ID in columns
+                else [None] * len(items)
+            )
+            for payload, episode_id in zip(items, ids):
+                if start <= row < stop:
+                    episodes.append(
+                        _decode_row(
+                            payload,
+                            row,
+                            episode_id,
+                            path,
+                            observation_space,
+                            action_space,
+                        )
+                    )
+                row += 1
+            if row >= stop:
+                break
+    with_steps = [e for e in episodes if len(e)]
+    if not with_steps:
+        return None, {"timesteps": 0, "episodes": len(episodes), "nbytes": 0}
+    block = EpisodeBlock.from_episodes(with_steps)
+    return block, {
+        "timesteps": block.num_timesteps,
+        "episodes": block.num_episodes,
+        "nbytes": block.nbytes,
+    }
+
+
+def _decode_row(payload, row, episode_id, path, observation_space, action_space):
+    try:
+        episode = decode_episode_columns(
+            payload, observation_space=observation_space, action_space=action_space
+        )
+    except Exception as error:
+        raise cannot_decode_error(describe_row(row, episode_id, path), error) from error
+    if not episode.is_done:
+        where = describe_row(row, episode_id or episode.id_, path)
+        raise ValueError(
+            f"The episode in {where} is not done. Training samples from whole "
+            "episodes, so every recorded episode must be terminated or truncated: "
+            "record whole episodes (`EpisodeWriter` checks this) or mark the last "
+            "step `truncated=True`."
+        )
+    return episode
+
+
+def split_into_row_ranges(
+    files: Sequence[str],
+    *,
+    filesystem: Optional[pa_fs.FileSystem],
+    num_ranges: int,
+) -> Tuple[List[RowRange], int]:
+    """Splits files into about `num_ranges` row ranges of similar row counts.
+
+    A file is split only when there are fewer files than ranges wanted.
+
+    Returns:
+        `(ranges, bytes)`: the ranges and the files' uncompressed data size.
+    """
+    counts = []
+    payload_bytes = 0
+    for path in files:
+        fs, resolved = _filesystem_for(path, filesystem)
+        with fs.open_input_file(resolved) as handle:
+            metadata = pq.ParquetFile(handle).metadata
+        counts.append(metadata.num_rows)
+        payload_bytes += sum(
+            metadata.row_group(i).total_byte_size
+            for i in range(metadata.num_row_groups)
+        )
+    total = sum(counts)
+    if len(files) >= num_ranges or total == 0:
+        ranges = [(path, 0, count) for path, count in zip(files, counts) if count]
+        return ranges, payload_bytes
+    ranges = []
+    for path, count in zip(files, counts):
+        pieces = max(1, min(count, round(num_ranges * count / total)))
+        bounds = np.linspace(0, count, pieces + 1).round().astype(int)
+        ranges.extend(
+            (path, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a
+        )
+    return ranges, payload_bytes
+
+
+def _num_ranges(min_ranges: int) -> int:
+    # At least one range per CPU the cluster has, so decoding runs in parallel
+    # (a single large file is split too).
+    cpus = int(ray.cluster_resources().get("CPU", 1)) if ray.is_initialized() else 1
+    return max(min_ranges, cpus, 1)
+
+
+def _filesystem_for(path: str, filesystem):
+    from ray.rllib.offline.episode_writer import resolve_filesystem
+
+    return resolve_filesystem(path, filesystem)
+
+
+def _get_unwrapped(ref):
+    """`ray.get`, raising a task's own exception rather than Ray's wrapper.
+
+    A task that fails fails both its returns, so fetching the small size
+    return surfaces an undecodable row without fetching the block.
+    """
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as error:
+        cause = error.cause
+        if isinstance(cause, Exception):
+            raise cause from None
+        raise

@@ -1,0 +1,444 @@
+"""The fork's `OfflineData`: decode recorded episodes once, sample at array speed.
+
+Replaces `ray.rllib.offline.offline_data.OfflineData` with a subclass. For
+recorded episodes (`input_read_episodes=True`) it
+
+- lists the input files and reads their recorded spaces once, on the driver
+  (a missing or empty `input_`, or files that disagree, fail right here);
+- decodes every episode once, in parallel Ray tasks, into blocks that stay
+  in the object store for all of training (`rllib.offline.episode_store`),
+  and hands each Learner an `EpisodeShard` (disjoint, balanced by
+  timesteps) in place of a Ray Data iterator; the Learner samples train
+  batches from it uniformly over all of its timesteps
+  (`rllib.offline.episode_shard_sampler`);
+- streams through Ray Data with the fork's `OfflinePreLearner` (as upstream
+  does) when the decoded episodes would exceed the memory budget, or the
+  setup needs the streaming pipeline (offline evaluation, a custom
+  prelearner, multi-agent data, a stateful module, another read method).
+  The log says which mode runs and why.
+
+The memory budget is `config.learners(learner_config_dict=
+{"offline_data_memory_budget": bytes})`; by default half of the cluster's
+object store. 0 always streams.
+"""
+
+import logging
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import gymnasium as gym
+import pyarrow.fs as pa_fs
+import ray
+from ray.rllib.env import INPUT_ENV_SPACES
+from ray.rllib.offline import offline_data as _upstream
+from ray.rllib.offline.episode_reader import (
+    list_episode_files,
+    read_file_metadata,
+    spaces_from_metadata,
+)
+from ray.rllib.utils.annotations import override
+from ray.util.annotations import PublicAPI
+
+from rllib._fork.cluster_check import fork_stamp
+from rllib.offline.episode_shard_sampler import EpisodeShardSampler
+from rllib.offline.episode_store import EpisodeShard, EpisodeStore
+from rllib.offline.offline_prelearner import OfflinePreLearner
+
+logger = logging.getLogger(__name__)
+
+#: `learner_config_dict` key: bytes of decoded episodes to hold in memory.
+MEMORY_BUDGET_KEY = "offline_data_memory_budget"
+
+#: Share of the cluster's object store the default budget allows.
+DEFAULT_BUDGET_SHARE = 0.5
+
+
+@PublicAPI(stability="alpha")
+class OfflineData(_upstream.OfflineData):
+    """Offline data for training: in memory when it fits, streamed otherwise.
+
+    Attributes:
+        mode: "in_memory" or "streaming" once the first `sample()` decided;
+            None before.
+    """
+
+    def __init__(self, config):
+        self.mode: Optional[str] = None
+        self._store: Optional[EpisodeStore] = None
+        self._shards: Dict[int, List[EpisodeShard]] = {}
+        self._local_sampler: Optional[EpisodeShardSampler] = None
+        self._episode_files: Optional[List[str]] = None
+        self._episode_filesystem = None
+        self._recorded_spaces: Tuple[Optional[gym.Space], Optional[gym.Space]] = (
+            None,
+            None,
+        )
+        self._spaces: Optional[Dict[str, Any]] = None
+        if config.input_read_episodes and config.input_read_method == "read_parquet":
+            # Before Ray Data sees the path: a missing or empty `input_` gets
+            # the fork's error, not Ray Data's.
+            self._read_episode_files(config)
+        self._streaming_reason = _in_memory_blocker(config)
+        if self._streaming_reason is None:
+            # Ray Data reads the files only if the data ends up streaming.
+            self._set_up_without_reading(config)
+            if any(self._decode_spaces()):
+                self._start_decoding()
+        else:
+            super().__init__(config)
+
+    def _set_up_without_reading(self, config) -> None:
+        """Upstream's set-up, with the Ray Data read deferred to `data`."""
+        self.config = config
+        self.is_multi_agent = config.is_multi_agent
+        self.path = (
+            config.input_ if isinstance(config.input_, list) else Path(config.input_)
+        )
+        self.data_read_method = config.input_read_method
+        self.data_read_method_kwargs = config.input_read_method_kwargs
+        self.data_read_batch_size = config.input_read_batch_size
+        self.materialize_data = config.materialize_data
+        self.materialize_mapped_data = config.materialize_mapped_data
+        self.data_is_mapped = False
+        self.filesystem = config.input_filesystem
+        self.filesystem_kwargs = config.input_filesystem_kwargs
+        self.filesystem_object = None
+        if isinstance(self.filesystem, pa_fs.FileSystem):
+            self.filesystem_object = self.filesystem
+            self.data_read_method_kwargs["filesystem"] = self.filesystem
+        self.batch_iterators = None
+        self.map_batches_kwargs = (
+            self.default_map_batches_kwargs | config.map_batches_kwargs
+        )
+        self.iter_batches_kwargs = (
+            self.default_iter_batches_kwargs | config.iter_batches_kwargs
+        )
+        self.returned_streaming_split = False
+        self.prelearner_class = config.prelearner_class or OfflinePreLearner
+        self.locality_hints = None
+        self.learner_handles = None
+        self.module_spec = None
+
+    @property
+    def data(self):
+        """The Ray Data dataset (read on first use in the in-memory mode)."""
+        if self.__dict__.get("_data") is None:
+            dataset = getattr(ray.data, self.data_read_method)(
+                self.path, **self.data_read_method_kwargs
+            )
+            self._data = dataset.materialize() if self.materialize_data else dataset
+        return self._data
+
+    @data.setter
+    def data(self, dataset) -> None:
+        self._data = dataset
+
+    def _read_episode_files(self, config) -> None:
+        """Lists the input files and reads the spaces recorded in them."""
+        (
+            self._episode_filesystem,
+            self._episode_files,
+            self._recorded_spaces,
+        ) = list_input_episodes(config)
+
+    def _decode_spaces(self) -> Tuple[Optional[gym.Space], Optional[gym.Space]]:
+        """The spaces that restore Tuple structure when decoding."""
+        known = (self.config.observation_space, self.config.action_space)
+        if self._spaces is not None:
+            known = self._spaces[INPUT_ENV_SPACES]
+        return tuple(rec or conf for rec, conf in zip(self._recorded_spaces, known))
+
+    def _start_decoding(self) -> None:
+        observation_space, action_space = self._decode_spaces()
+        self._store = EpisodeStore.start(
+            self._episode_files,
+            filesystem=self._episode_filesystem,
+            observation_space=observation_space,
+            action_space=action_space,
+            min_ranges=max(1, self.config.num_learners),
+        )
+
+    @property
+    def spaces(self) -> Optional[Dict[str, Any]]:
+        return self._spaces
+
+    @spaces.setter
+    def spaces(self, spaces: Optional[Dict[str, Any]]) -> None:
+        """Set by the Algorithm at the end of its setup: checks the recorded
+        spaces against the ones training uses (from the config or the env)."""
+        self._spaces = spaces
+        if spaces and INPUT_ENV_SPACES in spaces:
+            check_recorded_spaces(
+                self._recorded_spaces, spaces[INPUT_ENV_SPACES], self.config
+            )
+
+    @override(_upstream.OfflineData)
+    def sample(
+        self,
+        num_samples: int,
+        return_iterator: bool = False,
+        num_shards: int = 1,
+        module_state: Dict[str, Any] = None,
+    ):
+        if self.mode is None:
+            self.mode = self._choose_mode()
+        if self.mode == "streaming":
+            return self._sample_streaming(
+                num_samples, return_iterator, num_shards, module_state
+            )
+        if return_iterator:
+            return self.shards(max(1, num_shards))
+        return self._sample_locally(num_samples)
+
+    def shards(self, num_shards: int) -> List[EpisodeShard]:
+        """The decoded episodes dealt out to `num_shards` Learners (in memory)."""
+        if num_shards not in self._shards:
+            self._shards[num_shards] = self._store.shards(num_shards)
+        return list(self._shards[num_shards])
+
+    def _choose_mode(self) -> str:
+        reason = self._streaming_reason or self._stateful_module_reason()
+        if reason is None:
+            if self._store is None:
+                self._start_decoding()
+            budget = _memory_budget(self.config)
+            if self._store.wait(budget):
+                logger.info(
+                    "rllib-fork: offline data in memory: %d episodes, %.1f MiB "
+                    "decoded (budget %.1f MiB); Learners sample them directly.",
+                    self._store.num_episodes,
+                    self._store.nbytes / 2**20,
+                    budget / 2**20,
+                )
+                return "in_memory"
+            reason = (
+                f"the decoded episodes exceed the memory budget of {budget} bytes "
+                f"(`learner_config_dict[{MEMORY_BUDGET_KEY!r}]`)"
+            )
+            self._store = None
+        logger.info("rllib-fork: offline data streams through Ray Data: %s.", reason)
+        return "streaming"
+
+    def _stateful_module_reason(self) -> Optional[str]:
+        """Stateful modules train on sequences: upstream's sampler serves them."""
+        learner = self.learner_handles[0] if self.learner_handles else None
+        module = getattr(learner, "module", None)
+        if module is None:
+            try:
+                module = self.module_spec.build()
+            except Exception as error:  # Only for the check; streaming is safe.
+                return f"the module could not be built on the driver ({error})"
+        if module.is_stateful():
+            return "the module is stateful (it trains on sequences)"
+        return None
+
+    def _sample_locally(self, num_samples: int):
+        """One batch sampled here, from the first shard.
+
+        With a local Learner (`num_learners=0`, one update per iteration) the
+        batch is built with its pipeline and module; otherwise (a caller
+        inspecting the data) with a pipeline and module built here.
+        """
+        if self._local_sampler is None:
+            learner = self.learner_handles[0] if self.learner_handles else None
+            if hasattr(learner, "_learner_connector"):
+                pipeline, module = learner._learner_connector, learner.module
+            else:
+                observation_space, action_space = self.spaces[INPUT_ENV_SPACES]
+                pipeline = self.config.build_learner_connector(
+                    input_observation_space=observation_space,
+                    input_action_space=action_space,
+                )
+                module = self.module_spec.build()
+            self._local_sampler = EpisodeShardSampler(
+                self.shards(1)[0],
+                pipeline=pipeline,
+                rl_module=module,
+                config=self.config,
+            )
+        return self._local_sampler.sample(num_samples)
+
+    def _sample_streaming(self, num_samples, return_iterator, num_shards, module_state):
+        """Upstream's streaming pipeline; Learners compute the value targets."""
+        if not self.data_is_mapped:
+            if not module_state:
+                module_state = self._learner_module_state(num_shards)
+            constructor_kwargs = {
+                "config": self.config,
+                "spaces": self.spaces[INPUT_ENV_SPACES],
+                "module_spec": self.module_spec,
+                "module_state": module_state,
+            }
+            if issubclass(self.prelearner_class, OfflinePreLearner):
+                constructor_kwargs["compute_value_targets"] = False
+                constructor_kwargs["fork_stamp"] = fork_stamp()
+            self.data = self.data.map_batches(
+                self.prelearner_class,
+                fn_constructor_kwargs=constructor_kwargs,
+                batch_size=self.data_read_batch_size or num_samples,
+                **self.map_batches_kwargs,
+            )
+            self.data_is_mapped = True
+            if self.materialize_mapped_data:
+                self.data = self.data.materialize()
+        return super().sample(
+            num_samples=num_samples,
+            return_iterator=return_iterator,
+            num_shards=num_shards,
+            module_state=module_state,
+        )
+
+    def _learner_module_state(self, num_shards: int):
+        from ray.rllib.core import COMPONENT_RL_MODULE
+
+        learner = self.learner_handles[0]
+        if num_shards >= 1:
+            state = ray.get(learner.get_state.remote(component=COMPONENT_RL_MODULE))
+        else:
+            state = learner.get_state(component=COMPONENT_RL_MODULE)
+        return state[COMPONENT_RL_MODULE]
+
+
+def list_input_episodes(config):
+    """Lists `config.input_`'s episode files and the spaces recorded in them.
+
+    Returns:
+        `(filesystem, files, (observation_space, action_space))`; a space is
+        None where no file records it.
+
+    Raises:
+        FileNotFoundError: If a path does not exist or holds no parquet file.
+        ValueError: If files record different spaces.
+    """
+    inputs = config.input_
+    paths = inputs if isinstance(inputs, list) else [inputs]
+    paths = [_without_local_scheme(str(p)) for p in paths]
+    filesystem = config.input_filesystem
+    if not isinstance(filesystem, pa_fs.FileSystem):
+        filesystem = None  # Inferred from the paths (e.g. "s3://...").
+    try:
+        filesystem, files = list_episode_files(paths, filesystem=filesystem)
+    except FileNotFoundError as error:
+        raise FileNotFoundError(
+            f"`config.offline_data(input_={inputs!r})`: {error} With "
+            "`input_read_episodes=True`, `input_` names the directories (or "
+            "files) that `EpisodeWriter` or the recorder wrote."
+        ) from None
+    recorded: Dict[str, Tuple[gym.Space, str]] = {}
+    for file in files:
+        spaces = spaces_from_metadata(read_file_metadata(file, filesystem=filesystem))
+        for name, space in zip(("observation_space", "action_space"), spaces):
+            if space is None:
+                continue
+            if name not in recorded:
+                recorded[name] = (space, file)
+            elif recorded[name][0] != space:
+                raise ValueError(
+                    f"The episode files under `{config.input_}` disagree on the "
+                    f"`{name}`: `{recorded[name][1]}` records {recorded[name][0]}, "
+                    f"`{file}` records {space}. Train on one kind of episode per "
+                    "run (separate directories), or re-record the odd files."
+                )
+    spaces = tuple(
+        recorded[name][0] if name in recorded else None
+        for name in ("observation_space", "action_space")
+    )
+    return filesystem, files, spaces
+
+
+def recorded_spaces_of_input(config):
+    """The spaces recorded with `config.input_`'s episodes; None if it is not a
+    list of parquet paths (e.g. a callable input or another read method).
+
+    Raises:
+        As :func:`list_input_episodes`.
+    """
+    if config.input_read_method != "read_parquet" or not isinstance(
+        config.input_, (str, list)
+    ):
+        return None
+    return list_input_episodes(config)[2]
+
+
+def _memory_budget(config) -> int:
+    """Bytes of decoded episodes to hold in memory (see `MEMORY_BUDGET_KEY`)."""
+    budget = config.learner_config_dict.get(MEMORY_BUDGET_KEY)
+    if budget is not None:
+        if not isinstance(budget, (int, float)) or budget < 0:
+            raise ValueError(
+                f"`learner_config_dict[{MEMORY_BUDGET_KEY!r}]` must be a number "
+                f"of bytes >= 0 (0 always streams), got {budget!r}."
+            )
+        return int(budget)
+    store = ray.cluster_resources().get("object_store_memory", 0)
+    return int(DEFAULT_BUDGET_SHARE * store)
+
+
+def _in_memory_blocker(config) -> Optional[str]:
+    """Why the data must stream through Ray Data, or None."""
+    if not config.input_read_episodes:
+        return "the input is not recorded episodes"
+    if config.in_evaluation:
+        return "offline evaluation runners read Ray Data iterators"
+    if config.is_multi_agent:
+        return "multi-agent data"
+    if config.input_read_method != "read_parquet":
+        return f"`input_read_method={config.input_read_method!r}`"
+    if config.prelearner_class not in (None, OfflinePreLearner):
+        return f"custom `prelearner_class` {config.prelearner_class}"
+    if _memory_budget(config) == 0:
+        return f"`learner_config_dict[{MEMORY_BUDGET_KEY!r}]` is 0"
+    return None
+
+
+def check_recorded_spaces(recorded, configured, config) -> None:
+    """Raises if the spaces recorded with the episodes contradict training's.
+
+    Args:
+        recorded: `(observation_space, action_space)` read from the files; an
+            entry may be None (nothing recorded).
+        configured: The spaces training uses; an entry may be None.
+        config: The algorithm config (its `num_envs_per_env_runner` batches
+            the env's spaces).
+
+    Raises:
+        ValueError: Naming the space, both values and how to fix it.
+    """
+    for name, rec, conf in zip(
+        ("observation_space", "action_space"), recorded, configured
+    ):
+        if rec is None or conf is None or _same_space(rec, conf, config):
+            continue
+        raise ValueError(
+            f"The episodes under `{config.input_}` were recorded with `{name}` "
+            f"{rec}, but training uses `{name}` {conf}. Train with the spaces "
+            "the data was recorded with (the matching env, or "
+            f"`config.environment({name}=...)`; leave it unset to take it from "
+            "the data), or record the data again. "
+            "`ray.rllib.offline.episode_reader.read_spaces(path)` returns the "
+            "recorded spaces."
+        )
+
+
+def _same_space(recorded: gym.Space, configured: gym.Space, config) -> bool:
+    """Equal, or equal once batched as the vector env batches spaces."""
+    if recorded == configured:
+        return True
+    from gymnasium.vector.utils import batch_space
+
+    try:
+        batched = batch_space(recorded, config.num_envs_per_env_runner)
+    except Exception:  # A space gymnasium cannot batch: not a match.
+        return False
+    return batched == configured
+
+
+def _without_local_scheme(path: str) -> str:
+    # Ray Data's "local://" means "on the driver's node": a plain local path.
+    return path[len("local://") :] if path.startswith("local://") else path
+
+
+#: Upstream names in `ray.rllib.offline.offline_data` that this module replaces.
+REPLACES = {
+    "OfflineData": OfflineData,
+}
