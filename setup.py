@@ -63,6 +63,8 @@ setup(
         "gymnasium>=1.0",
         "wrapt>=1.14",
         "dm-tree>=0.1.8",
+        # Progress bars of `python -m ray.rllib.offline.episodes` and the examples.
+        "tqdm>=4.60",
         # Ray Data lists input paths in threads and each thread tries
         # `from fsspec.implementations.http import HTTPFileSystem`; without
         # aiohttp that import fails half-way and a racing thread gets an
@@ -73,5 +75,12 @@ setup(
         "test": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6"],
         "doc": ["sphinx>=7", "pydata-sphinx-theme>=0.15", "myst-parser>=2"],
         "bench": ["matplotlib>=3.7"],
+        # `ray.rllib.offline.minari_io`: read, write and convert Minari datasets
+        # (HDF5 and Arrow backends; Python >= 3.11, as Minari). Minari's
+        # storage modules import Pillow without declaring it.
+        "minari": ["minari[arrow,hdf5]>=0.5.4,<0.6", "pillow>=10"],
+        # Recording with Minari's `DataCollector` (its `create` extra: jax), as
+        # the Minari example and tests do.
+        "minari-create": ["minari[arrow,create,hdf5]>=0.5.4,<0.6", "pillow>=10"],
     },
 )

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_marwil_value_quality import (  # noqa: E402
+from episode_data import (  # noqa: E402
+    centering_policy,
     discounted_returns_to_go,
     record_episodes,
 )
@@ -56,9 +57,11 @@ def main():
     args = parser.parse_args()
     print(f"{'epsilon':>7} | {'mean len':>8} {'min len':>7} | {'EV bound':>8}")
     for epsilon in args.epsilons:
-        episodes = record_episodes(args.episodes, epsilon, seed=0)
+        episodes = record_episodes(
+            args.episodes, epsilon, seed=0, policy=centering_policy
+        )
         lengths = [len(e) for e in episodes]
-        obs, returns = discounted_returns_to_go(episodes, args.gamma)
+        obs, returns, _ = discounted_returns_to_go(episodes, args.gamma)
         ev = fitted_explained_variance(obs, returns, args.steps, seed=0)
         print(
             f"{epsilon:>7.1f} | {np.mean(lengths):>8.0f} {min(lengths):>7} | {ev:>8.3f}"

@@ -8,6 +8,9 @@ import sys
 import pytest
 
 RUNNER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "run.py")
+SIDES = ("upstream", "fork")
+#: Metrics measured on the fork only.
+FORK_ONLY = ("learner_only_", "e2e_over_learner_only_")
 
 
 @pytest.mark.timeout(900)
@@ -26,19 +29,54 @@ def test_runner_quick_writes_json_and_charts(tmp_path):
     for name in names:
         assert benchmarks[name]["metrics"], name
         for metric, samples in benchmarks[name]["metrics"].items():
-            for side in ("upstream", "fork"):
+            sides = ("fork",) if metric.startswith(FORK_ONLY) else SIDES
+            for side in sides:
                 assert samples["median"][side] > 0, (name, metric, side)
-            assert samples["ratio_fork_over_upstream"] > 0, (name, metric)
+            if sides == SIDES:
+                assert samples["ratio_fork_over_upstream"] > 0, (name, metric)
     prelearner = benchmarks["prelearner"]["metrics"]
-    assert sorted(prelearner) == [
-        f"transitions_per_s_{d}_{a}"
+    keys = [
+        f"{d}_{a}_{p}"
         for d in ("cartpole", "dict")
         for a in ("bc", "marwil")
+        for p in ("per_step", "numpy")
     ]
-    curves = benchmarks["marwil_quality"]["curves"]
-    assert [p["iteration"] for p in curves["fork"]] == [1, 2]
-    assert [p["iteration"] for p in curves["upstream"]] == [1, 2]
-    for name in ("throughput.png", "learning_curves.png"):
+    assert sorted(prelearner) == sorted(
+        [f"transitions_per_s_{k}" for k in keys]
+        + [f"in_memory_transitions_per_s_{k}" for k in keys]
+    )
+    # Quick mode: one grid cell per algorithm (both formats, both Learner
+    # set-ups between them), with the fork's Learner-only rate.
+    for name, cell in (
+        ("training_bc", "8ep_per_step_nl0"),
+        ("training_marwil", "8ep_numpy_nl1"),
+    ):
+        metrics = benchmarks[name]["metrics"]
+        assert sorted(metrics) == sorted(
+            f"{m}_{cell}"
+            for m in (
+                "env_steps_trained_per_s",
+                "time_to_first_update_s",
+                "build_s",
+                "learner_only_env_steps_per_s",
+                "e2e_over_learner_only",
+            )
+        ), name
+        assert benchmarks[name]["fork_modes"] == {cell: ["in_memory"]}, name
+        assert not benchmarks[name]["errors"], name
+    learning = benchmarks["marwil_vs_bc"]
+    for side in ("fork", "upstream"):
+        for algo in ("bc", "marwil"):
+            (curve,) = learning["curves"][side][algo]
+            assert [p["updates"] for p in curve] == [2]
+        assert len(learning["metrics"]["marwil_over_bc"][side]) == 1
+    for name in (
+        "throughput.png",
+        "prelearner.png",
+        "training_throughput.png",
+        "time_to_first_update.png",
+        "learning_curves.png",
+    ):
         assert (tmp_path / name).stat().st_size > 1000, name
 
 

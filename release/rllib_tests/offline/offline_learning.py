@@ -57,6 +57,7 @@ def _dict_episodes(num_episodes, seed):
 
 
 def build_config(args, data_dir):
+    from ray.data import ActorPoolStrategy
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     if args.algo == "marwil":
@@ -89,7 +90,7 @@ def build_config(args, data_dir):
             input_read_episodes=True,
             input_read_batch_size=2,
             dataset_num_iters_per_learner=args.updates_per_iteration,
-            map_batches_kwargs={"concurrency": 1, "num_cpus": 1},
+            map_batches_kwargs={"compute": ActorPoolStrategy(size=1), "num_cpus": 1},
         )
         .evaluation(
             evaluation_interval=1,

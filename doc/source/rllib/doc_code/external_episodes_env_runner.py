@@ -47,9 +47,15 @@ runner_dir = os.path.abspath("env-runner-recording")
 config = (
     BCConfig()
     .environment("CartPole-v1")
-    .offline_data(output=runner_dir, output_write_episodes=True)
+    .offline_data(
+        output=runner_dir,
+        output_write_episodes=True,
+        # Hold at most 200 steps of a running episode in memory; longer ones
+        # are written in truncated segments.
+        output_config={"max_running_episode_steps": 200},
+    )
 )
-runner = OfflineSingleAgentEnvRunner(config=config)
+runner = OfflineSingleAgentEnvRunner(config=config, worker_index=1)
 sampled = runner.sample(num_episodes=10, random_actions=True)
 runner.stop()
 # __record_runner_end__
@@ -62,6 +68,8 @@ for directory in (ppo_dir, runner_dir):
     episodes = list(read_episodes(directory))
     assert all(episode.is_done for episode in episodes)
     print(f"{directory}: {len(episodes)} whole episodes in {len(files)} file(s)")
+    # <env>/run-<EnvRunner index>-<sample() call>/<file>.parquet, as upstream.
+    print(" ", os.path.relpath(files[0], directory))
 # __record_read_end__
 
 assert sorted(e.id_ for e in read_episodes(runner_dir)) == sorted(

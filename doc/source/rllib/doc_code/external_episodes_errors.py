@@ -26,6 +26,8 @@ from ray.rllib.offline.episode_writer import EpisodeWriter, write_episodes
 from ray.rllib.offline.offline_env_runner import OfflineSingleAgentEnvRunner
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 
+from rllib.offline.episode_store import decode_row_range
+
 logging.disable(logging.WARNING)  # Hide upstream deprecation notices.
 
 ENV = gym.make("CartPole-v1")
@@ -168,11 +170,30 @@ def table_batch(file):
     return {name: table.column(name).to_numpy() for name in table.column_names}
 
 
+def offline_config(input_dir, **spaces):
+    return (
+        BCConfig()
+        .environment(**spaces)
+        .offline_data(input_=[input_dir], input_read_episodes=True)
+    )
+
+
 good = write_episodes([episode(steps=20)], path("good"), observation_space=OBS_SPACE)
 wide = gym.spaces.Box(-10.0, 10.0, (4,), np.float32)
+# Checked by `build_algo()` (through `config.validate()`), on the driver.
 case(
     "config-space-mismatch",
-    lambda: prelearner(path("good"), observation_space=wide)(table_batch(good[0])),
+    lambda: offline_config(
+        path("good"), observation_space=wide, action_space=ACT_SPACE
+    ).validate(),
+)
+case(
+    "config-missing-path",
+    lambda: offline_config(path("no-such-dir"), action_space=ACT_SPACE).validate(),
+)
+case(
+    "config-empty-path",
+    lambda: offline_config(path("empty"), action_space=ACT_SPACE).validate(),
 )
 case(
     "prelearner-no-item-column",
@@ -195,19 +216,41 @@ def unfinished_legacy_file():
 
 
 unfinished = unfinished_legacy_file()
+
+
+def unfinished_dir():
+    return os.path.dirname(unfinished)
+
+
 case(
     "prelearner-not-done",
     lambda: prelearner(path("unfinished"))(table_batch(unfinished)),
 )
 
+# Decoding for training (in memory: once, before the first update).
+case(
+    "decode-not-done",
+    lambda: decode_row_range(
+        (unfinished, 0, 1),
+        filesystem=None,
+        observation_space=OBS_SPACE,
+        action_space=ACT_SPACE,
+    ),
+)
+case(
+    "decode-cannot-decode",
+    lambda: decode_row_range(
+        (path("corrupt/c.parquet"), 0, 1),
+        filesystem=None,
+        observation_space=OBS_SPACE,
+        action_space=ACT_SPACE,
+    ),
+)
+
+# Files that record no spaces (upstream's recorder, the hand-rolled recipe).
 case(
     "config-needs-spaces",
-    lambda: (
-        BCConfig()
-        .environment("CartPole-v1")
-        .offline_data(input_=[path("good")], input_read_episodes=True)
-        .validate()
-    ),
+    lambda: offline_config(unfinished_dir(), env="CartPole-v1").validate(),
 )
 
 # -- Recording from EnvRunners ------------------------------------------------

@@ -105,6 +105,7 @@ class NestedObsModule(TorchRLModule, ValueFunctionAPI):
 
 # __nested_train_begin__
 import ray
+from ray.data import ActorPoolStrategy
 from ray.rllib.algorithms.marwil import MARWILConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -125,7 +126,7 @@ config = (
         input_read_episodes=True,
         input_read_batch_size=4,
         dataset_num_iters_per_learner=2,
-        map_batches_kwargs={"concurrency": 1, "num_cpus": 1},
+        map_batches_kwargs={"compute": ActorPoolStrategy(size=1), "num_cpus": 1},
     )
 )
 algo = config.build_algo()

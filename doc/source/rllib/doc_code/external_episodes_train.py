@@ -74,6 +74,7 @@ print(f"Migrated spaces: {read_spaces(migrated_dir)}")
 assert read_spaces(migrated_dir) == (observation_space, action_space)
 
 # __train_bc_begin__
+from ray.data import ActorPoolStrategy
 from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import LEARNER_RESULTS
@@ -93,7 +94,9 @@ config = (
         input_read_batch_size=4,
         # Learner updates per `train()` call.
         dataset_num_iters_per_learner=2,
-        map_batches_kwargs={"concurrency": 1, "num_cpus": 1},
+        # One Ray Data actor decodes episodes (`compute=`; the `concurrency`
+        # argument of `map_batches` is deprecated since Ray 2.51).
+        map_batches_kwargs={"compute": ActorPoolStrategy(size=1), "num_cpus": 1},
     )
 )
 algo = config.build_algo()
@@ -122,7 +125,7 @@ config = (
         input_read_episodes=True,
         input_read_batch_size=4,
         dataset_num_iters_per_learner=2,
-        map_batches_kwargs={"concurrency": 1, "num_cpus": 1},
+        map_batches_kwargs={"compute": ActorPoolStrategy(size=1), "num_cpus": 1},
     )
 )
 algo = config.build_algo()

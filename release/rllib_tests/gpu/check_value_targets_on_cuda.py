@@ -1,13 +1,15 @@
-"""GPU check: MARWIL's value pass and GAE run on the Learner's CUDA device.
+"""GPU check: MARWIL's value pass and value targets run on the Learner's device.
 
 Records CartPole episodes with the scripted expert, writes them with
 `EpisodeWriter`, trains MARWIL for a few iterations with
-`num_gpus_per_learner=1` (local learner), and checks, on every GAE call, that
-the module's parameters, the value predictions' inputs and the GAE results
-(advantages, value targets) all live on `cuda`. Exits non-zero on any CPU
+`num_gpus_per_learner=1` (local learner), and checks, on every value-target
+call, that the module's parameters, the rows' observations and bootstrap
+observations and the results (value targets, advantages, value predictions)
+all live on `cuda`. With `--value-share` it also prints the share of a
+Learner update the value pass takes on this device. Exits non-zero on any CPU
 tensor; prints `SKIPPED: no CUDA device` and exits 0 where there is no GPU.
 
-    python release/rllib_tests/gpu/check_gae_on_cuda.py --iterations 3
+    python release/rllib_tests/gpu/check_value_targets_on_cuda.py --value-share
 """
 
 import argparse
@@ -21,6 +23,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--episodes", type=int, default=10)
+    parser.add_argument(
+        "--value-share",
+        action="store_true",
+        help="Also time the value pass's share of a Learner update.",
+    )
     parser.add_argument(
         "--dry-run-on-cpu",
         action="store_true",
@@ -42,31 +49,43 @@ def main():
     from ray.rllib.offline.episode_writer import write_episodes
 
     import rllib
-    from rllib.connectors.learner import general_advantage_estimation as gae
+    from rllib.core.learner import value_targets as targets
+    from rllib.utils.postprocessing.bootstrapped_returns import BOOTSTRAP_OBS
 
     sys.path.insert(0, "release/benchmarks")
-    from bench_marwil_value_quality import record_episodes
+    from episode_data import centering_policy, record_episodes
 
     assert rllib.is_active(), "the fork is not active in this process"
     seen = []
-    original = gae.add_advantages_to_module_batch
+    original = targets.add_value_targets
 
-    def spy(module, module_batch, **kwargs):
-        original(module, module_batch, **kwargs)
-        seen.append(
-            {
-                "params": next(module.parameters()).device.type,
-                "obs": module_batch[Columns.OBS].device.type,
-                "advantages": module_batch[Postprocessing.ADVANTAGES].device.type,
-                "value_targets": module_batch[Postprocessing.VALUE_TARGETS].device.type,
-            }
-        )
+    def spy(module, module_batch):
+        added = original(module, module_batch)
+        if added:
+            seen.append(
+                {
+                    "params": next(module.parameters()).device.type,
+                    "obs": module_batch[Columns.OBS].device.type,
+                    "bootstrap_obs": module_batch[BOOTSTRAP_OBS].device.type,
+                    "advantages": module_batch[Postprocessing.ADVANTAGES].device.type,
+                    "value_targets": module_batch[
+                        Postprocessing.VALUE_TARGETS
+                    ].device.type,
+                    "vf_preds": module_batch[Columns.VF_PREDS].device.type,
+                }
+            )
+        return added
 
-    gae.add_advantages_to_module_batch = spy
+    targets.add_value_targets = spy
     env = gym.make("CartPole-v1")
     data = tempfile.mkdtemp()
     write_episodes(
-        record_episodes(args.episodes, 0.1, 0),
+        [
+            episode.to_numpy()
+            for episode in record_episodes(
+                args.episodes, 0.1, 0, policy=centering_policy
+            )
+        ],
         data,
         observation_space=env.observation_space,
         action_space=env.action_space,
@@ -90,15 +109,25 @@ def main():
     for _ in range(args.iterations):
         results = algo.train()
         losses.append(results["learners"]["default_policy"]["total_loss"])
+    share = None
+    if args.value_share:
+        sys.path.insert(0, "release/benchmarks")
+        from bench_marwil_vs_bc import value_pass_share
+
+        targets.add_value_targets = original
+        batch = algo.offline_data.sample(num_samples=1024)
+        share = value_pass_share(algo.learner_group._learner, batch)
     algo.stop()
     ray.shutdown()
+    if share is not None:
+        print(f"value pass and targets: {100 * share:.1f}% of a Learner update")
 
     devices = {key for call in seen for key in call.items()}
-    print(f"GAE calls: {len(seen)}; devices seen: {sorted(devices)}")
+    print(f"value-target calls: {len(seen)}; devices seen: {sorted(devices)}")
     print(f"total losses: {[round(float(x), 4) for x in losses]}")
     ok = bool(seen) and all(v == expected for _, v in devices)
     ok = ok and all(np.isfinite(losses))
-    print("PASSED" if ok else f"FAILED: a GAE tensor was not on {expected}")
+    print("PASSED" if ok else f"FAILED: a value-target tensor was not on {expected}")
     return 0 if ok else 1
 
 
