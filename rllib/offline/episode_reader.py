@@ -161,9 +161,37 @@ def read_spaces(
         ValueError: If two files record different spaces (both are named).
     """
     fs, files = list_episode_files(path, filesystem=filesystem)
+    return agreed_spaces(
+        files,
+        filesystem=fs,
+        fix="Read them separately, or keep one kind of episode per directory.",
+    )
+
+
+def agreed_spaces(
+    files: Sequence[str],
+    *,
+    filesystem: Optional[pa_fs.FileSystem],
+    fix: str,
+    where: str = "",
+) -> Tuple[Optional[gym.Space], Optional[gym.Space]]:
+    """The spaces recorded in the metadata of `files`, which must agree.
+
+    Args:
+        files: Episode files.
+        filesystem: Their filesystem; None infers it from each path.
+        fix: What the error tells the user to do.
+        where: Appended to "Episode files" in the error, e.g. " under `dir`".
+
+    Returns:
+        `(observation_space, action_space)`; None where no file records one.
+
+    Raises:
+        ValueError: If two files record different spaces (both are named).
+    """
     found: Dict[str, Tuple[gym.Space, str]] = {}
     for file in files:
-        spaces = spaces_from_metadata(read_file_metadata(file, filesystem=fs))
+        spaces = spaces_from_metadata(read_file_metadata(file, filesystem=filesystem))
         for name, space in zip(("observation_space", "action_space"), spaces):
             if space is None:
                 continue
@@ -171,9 +199,9 @@ def read_spaces(
                 found[name] = (space, file)
             elif found[name][0] != space:
                 raise ValueError(
-                    f"Episode files disagree on the `{name}`: `{found[name][1]}` "
-                    f"records {found[name][0]}, `{file}` records {space}. Read "
-                    "them separately, or keep one kind of episode per directory."
+                    f"Episode files{where} disagree on the `{name}`: "
+                    f"`{found[name][1]}` records {found[name][0]}, `{file}` "
+                    f"records {space}. {fix}"
                 )
     return (
         found.get("observation_space", (None,))[0],
@@ -281,36 +309,55 @@ def read_episodes(
             read_file_metadata(file, filesystem=fs)
         )
         with fs.open_input_file(file) as handle:
-            parquet = pq.ParquetFile(handle)
-            names = parquet.schema_arrow.names
-            if ITEM_COLUMN not in names:
-                raise ValueError(
-                    f"`{file}` has no `{ITEM_COLUMN}` column (columns: {names}); it "
-                    "does not hold recorded episodes. For tabular data use "
-                    "`input_read_episodes=False`."
-                )
-            columns = [c for c in (ITEM_COLUMN, Columns.EPS_ID) if c in names]
-            row = 0
-            for batch in parquet.iter_batches(batch_size=batch_size, columns=columns):
-                items = batch.column(ITEM_COLUMN).to_pylist()
-                ids = (
-                    batch.column(Columns.EPS_ID).to_pylist()
-                    if Columns.EPS_ID in columns
-                    else [None] * len(items)
-                )
-                for payload, episode_id in zip(items, ids):
-                    try:
-                        episode = decode_episode(
-                            payload,
-                            observation_space=obs_space,
-                            action_space=act_space,
-                        )
-                    except Exception as error:
-                        raise cannot_decode_error(
-                            describe_row(row, episode_id, file), error
-                        ) from error
-                    yield episode
-                    row += 1
+            rows = iter_payloads(pq.ParquetFile(handle), file, batch_size=batch_size)
+            for row, payload, episode_id in rows:
+                try:
+                    episode = decode_episode(
+                        payload, observation_space=obs_space, action_space=act_space
+                    )
+                except Exception as error:
+                    raise cannot_decode_error(
+                        describe_row(row, episode_id, file), error
+                    ) from error
+                yield episode
+
+
+def iter_payloads(
+    parquet: pq.ParquetFile, path: str, *, batch_size: int, first_row: int = 0
+) -> Iterator[Tuple[int, bytes, Optional[str]]]:
+    """Yields `(row, payload, episode_id)` for the rows of one episode file.
+
+    Args:
+        parquet: The open file.
+        path: Its path, for the error message.
+        batch_size: Rows read per batch.
+        first_row: Rows before it are skipped without being converted.
+
+    Raises:
+        ValueError: If the file has no `item` column.
+    """
+    names = parquet.schema_arrow.names
+    if ITEM_COLUMN not in names:
+        raise ValueError(
+            f"`{path}` has no `{ITEM_COLUMN}` column (columns: {names}); it "
+            "does not hold recorded episodes. For tabular data use "
+            "`input_read_episodes=False`."
+        )
+    columns = [c for c in (ITEM_COLUMN, Columns.EPS_ID) if c in names]
+    row = 0
+    for batch in parquet.iter_batches(batch_size=batch_size, columns=columns):
+        if row + batch.num_rows <= first_row:
+            row += batch.num_rows
+            continue
+        items = batch.column(ITEM_COLUMN).to_pylist()
+        if Columns.EPS_ID in columns:
+            ids = batch.column(Columns.EPS_ID).to_pylist()
+        else:
+            ids = [None] * len(items)
+        for payload, episode_id in zip(items, ids):
+            if row >= first_row:
+                yield row, payload, episode_id
+            row += 1
 
 
 __all__ = [

@@ -23,9 +23,11 @@ import numpy as np
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 import ray
-from ray.rllib.core.columns import Columns
-from ray.rllib.offline.episode_reader import cannot_decode_error, describe_row
-from ray.rllib.offline.episode_writer import ITEM_COLUMN
+from ray.rllib.offline.episode_reader import (
+    cannot_decode_error,
+    describe_row,
+    iter_payloads,
+)
 
 from rllib._fork.cluster_check import RequiresFork
 from rllib.offline.episode_columns import EpisodeBlock, decode_episode_columns
@@ -232,41 +234,17 @@ def decode_row_range(
     fs, resolved = _filesystem_for(path, filesystem)
     episodes = []
     with fs.open_input_file(resolved) as handle:
-        parquet = pq.ParquetFile(handle)
-        names = parquet.schema_arrow.names
-        if ITEM_COLUMN not in names:
-            raise ValueError(
-                f"`{path}` has no `{ITEM_COLUMN}` column (columns: {names}); it "
-                "does not hold recorded episodes. For tabular data set "
-                "`config.offline_data(input_read_episodes=False)`."
-            )
-        columns = [c for c in (ITEM_COLUMN, Columns.EPS_ID) if c in names]
-        row = 0
-        for batch in parquet.iter_batches(batch_size=_READ_BATCH_ROWS, columns=columns):
-            if row + batch.num_rows <= start:
-                row += batch.num_rows
-                continue
-            items = batch.column(ITEM_COLUMN).to_pylist()
-            ids = (
-                batch.column(Columns.EPS_ID).to_pylist()
-                if Columns.EPS_ID in columns
-                else [None] * len(items)
-            )
-            for payload, episode_id in zip(items, ids):
-                if start <= row < stop:
-                    episodes.append(
-                        _decode_row(
-                            payload,
-                            row,
-                            episode_id,
-                            path,
-                            observation_space,
-                            action_space,
-                        )
-                    )
-                row += 1
+        rows = iter_payloads(
+            pq.ParquetFile(handle), path, batch_size=_READ_BATCH_ROWS, first_row=start
+        )
+        for row, payload, episode_id in rows:
             if row >= stop:
                 break
+            episodes.append(
+                _decode_row(
+                    payload, row, episode_id, path, observation_space, action_space
+                )
+            )
     with_steps = [e for e in episodes if len(e)]
     if not with_steps:
         return None, {"timesteps": 0, "episodes": len(episodes), "nbytes": 0}

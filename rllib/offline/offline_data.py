@@ -32,9 +32,8 @@ import ray
 from ray.rllib.env import INPUT_ENV_SPACES
 from ray.rllib.offline import offline_data as _upstream
 from ray.rllib.offline.episode_reader import (
+    agreed_spaces,
     list_episode_files,
-    read_file_metadata,
-    spaces_from_metadata,
 )
 from ray.rllib.utils.annotations import override
 from ray.util.annotations import PublicAPI
@@ -324,24 +323,12 @@ def list_input_episodes(config):
             "`input_read_episodes=True`, `input_` names the directories (or "
             "files) that `EpisodeWriter` or the recorder wrote."
         ) from None
-    recorded: Dict[str, Tuple[gym.Space, str]] = {}
-    for file in files:
-        spaces = spaces_from_metadata(read_file_metadata(file, filesystem=filesystem))
-        for name, space in zip(("observation_space", "action_space"), spaces):
-            if space is None:
-                continue
-            if name not in recorded:
-                recorded[name] = (space, file)
-            elif recorded[name][0] != space:
-                raise ValueError(
-                    f"The episode files under `{config.input_}` disagree on the "
-                    f"`{name}`: `{recorded[name][1]}` records {recorded[name][0]}, "
-                    f"`{file}` records {space}. Train on one kind of episode per "
-                    "run (separate directories), or re-record the odd files."
-                )
-    spaces = tuple(
-        recorded[name][0] if name in recorded else None
-        for name in ("observation_space", "action_space")
+    spaces = agreed_spaces(
+        files,
+        filesystem=filesystem,
+        where=f" under `{config.input_}`",
+        fix="Train on one kind of episode per run (separate directories), or "
+        "re-record the odd files.",
     )
     return filesystem, files, spaces
 

@@ -24,7 +24,7 @@ directly.
 """
 
 import logging
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
@@ -204,24 +204,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         self, batch: Dict[str, np.ndarray]
     ) -> List[EpisodeColumns]:
         """Decodes the `item` column; an undecodable row's error names it."""
-        self._require_item_column(batch)
-        ids = batch.get("eps_id")
-        paths = batch.get(_PATH_COLUMN)
-        episodes = []
-        for row, payload in enumerate(batch[ITEM_COLUMN]):
-            try:
-                episodes.append(
-                    decode_episode_columns(
-                        payload,
-                        observation_space=self.observation_space,
-                        action_space=self.action_space,
-                    )
-                )
-            except Exception as error:
-                raise cannot_decode_error(
-                    _describe_batch_row(row, ids, paths), error, _path_hint(paths)
-                ) from error
-        return episodes
+        return self._decode_items(batch, decode_episode_columns)
 
     def _add_to_columnar_buffer(self, episodes: List[EpisodeColumns]) -> None:
         """Adds done episodes not yet held; any unfinished episode is an error.
@@ -263,14 +246,18 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         """Decodes the `item` column of a batch into episode objects."""
         from ray.rllib.offline.episode_reader import decode_episode
 
+        return self._decode_items(batch, decode_episode)
+
+    def _decode_items(self, batch: Dict[str, np.ndarray], decode: Callable) -> list:
+        """Applies `decode` to each `item` payload; a failure names its row."""
         self._require_item_column(batch)
         ids = batch.get("eps_id")
         paths = batch.get(_PATH_COLUMN)
-        episodes = []
+        decoded = []
         for row, payload in enumerate(batch[ITEM_COLUMN]):
             try:
-                episodes.append(
-                    decode_episode(
+                decoded.append(
+                    decode(
                         payload,
                         observation_space=self.observation_space,
                         action_space=self.action_space,
@@ -280,7 +267,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
                 raise cannot_decode_error(
                     _describe_batch_row(row, ids, paths), error, _path_hint(paths)
                 ) from error
-        return episodes
+        return decoded
 
     def _require_item_column(self, batch: Dict[str, np.ndarray]) -> None:
         if ITEM_COLUMN not in batch:
