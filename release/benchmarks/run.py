@@ -74,7 +74,6 @@ SIZES = {
         "training": [],  # Its default timed iterations.
         "training_cells": {"bc": TRAINING_GRID, "marwil": TRAINING_GRID},
         "marwil_vs_bc": ["--value-share", "--fork-shared-vf"],
-        "episodes": 40,
     },
     "quick": {
         "writer": ["--num-episodes", "10", "--max-steps", "100"],
@@ -98,7 +97,6 @@ SIZES = {
             "--eval-episodes", "1", "--episodes", "8",
             "--updates-per-iteration", "2", "--batch-size", "128",
         ],
-        "episodes": 8,
     },
 }  # fmt: skip
 
@@ -628,19 +626,9 @@ def main(argv=None) -> dict:
         REPO, "release", "results", now.strftime("%Y%m%dT%H%M%SZ") + f"-{mode}"
     )
     os.makedirs(out_dir, exist_ok=True)
-    from episode_data import centering_policy, record_episodes, write_hand_rolled
-
     start = time.perf_counter()
     results = {}
     with tempfile.TemporaryDirectory(prefix="release-bench-") as tmp:
-        # MARWIL quality: the same numpy-ized episode files for both sides.
-        write_hand_rolled(
-            record_episodes(
-                sizes["episodes"], epsilon=0.1, seed=0, policy=centering_policy
-            ),
-            os.path.join(tmp, "episodes"),
-            payload="numpy",
-        )
         for name in BENCHMARKS:
             if name not in args.only:
                 continue
