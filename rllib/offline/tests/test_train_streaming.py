@@ -36,19 +36,20 @@ class CountingPreLearner(OfflinePreLearner):
         return out
 
 
-def _greedy_accuracy(module, observations, actions):
+def _fit(module, observations, actions):
+    """Greedy accuracy and mean negative log-likelihood of `actions`."""
     with torch.no_grad():
         out = module.forward_inference({Columns.OBS: torch.from_numpy(observations)})
-    chosen = out[Columns.ACTION_DIST_INPUTS].argmax(-1).numpy()
-    return float((chosen == actions).mean())
+    logits = out[Columns.ACTION_DIST_INPUTS]
+    nll = -torch.log_softmax(logits, -1)[torch.arange(len(actions)), actions]
+    accuracy = (logits.argmax(-1).numpy() == actions).mean()
+    return float(accuracy), float(nll.mean())
 
 
-def _learner_accuracy(algo, observations, actions):
-    """Greedy accuracy of the Learner's module (offline BC has no EnvRunner)."""
+def _learner_fit(algo, observations, actions):
+    """`_fit` of the Learner's module (offline BC has no EnvRunner)."""
     (call,) = algo.learner_group.foreach_learner(
-        lambda learner: _greedy_accuracy(
-            learner.module[DEFAULT_MODULE_ID], observations, actions
-        )
+        lambda learner: _fit(learner.module[DEFAULT_MODULE_ID], observations, actions)
     )
     return call.get()
 
@@ -94,19 +95,25 @@ def test_bc_learns_through_the_streaming_columnar_path(ray_cluster, tmp_path):
     try:
         algo.train()
         assert algo.offline_data.mode == "streaming"
-        before = _learner_accuracy(algo, observations, actions)
+        accuracy_before, nll_before = _learner_fit(algo, observations, actions)
         losses = []
         for _ in range(4):
             result = algo.train()
             losses.append(result[LEARNER_RESULTS][DEFAULT_MODULE_ID]["policy_loss"])
-        after = _learner_accuracy(algo, observations, actions)
+        accuracy_after, nll_after = _learner_fit(algo, observations, actions)
     finally:
         algo.stop()
         del algo
         gc.collect()  # Drop Ray Data iterators while Ray is still up.
 
-    assert losses[-1] < losses[0], losses
+    # The loss of single updates is noisy (0.30 to 0.39 within one run), so
+    # the fit is measured on every recorded state instead.
+    assert np.all(np.isfinite(losses)), losses
+    assert nll_after < nll_before, (nll_before, nll_after)
     # Untrained ~0.4-0.5; after 40 updates ~0.75-0.85 on either path (the
     # general path with the same settings: 0.49 -> 0.77).
-    assert after > 0.7 and after > before, (before, after)
+    assert accuracy_after > 0.7 and accuracy_after > accuracy_before, (
+        accuracy_before,
+        accuracy_after,
+    )
     assert len(list(markers.iterdir())) >= 1
