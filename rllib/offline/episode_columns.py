@@ -1,4 +1,4 @@
-"""Recorded episodes as columns of arrays, for the OfflinePreLearner's fast path.
+"""Recorded episodes as columns of arrays, for sampling train batches from them.
 
 `decode_episode_columns` turns one `item` payload (msgpack + msgpack_numpy of
 `SingleAgentEpisode.get_state()`, optionally compressed by `EpisodeWriter`)
