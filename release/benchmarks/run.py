@@ -455,18 +455,22 @@ def _training_panels(results, metric_prefix):
     return panels
 
 
+def _panel_figure(panels, panel_height):
+    """One row of axes per training panel, wide enough for its cells."""
+    width = max(len(cells) for _, cells, _ in panels)
+    return _pyplot().subplots(
+        len(panels), 1, figsize=(max(6, 0.9 * width + 2), panel_height * len(panels)),
+        squeeze=False,
+    )  # fmt: skip
+
+
 def plot_training(results, out_dir):
     """Env steps trained/s per cell; the fork's Learner-only rate as a marker."""
     prefix = "env_steps_trained_per_s_"
     panels = _training_panels(results, prefix)
     if not panels:
         return None
-    plt = _pyplot()
-    width = max(len(cells) for _, cells, _ in panels)
-    fig, axes = plt.subplots(
-        len(panels), 1, figsize=(max(6, 0.9 * width + 2), 3.8 * len(panels)),
-        squeeze=False,
-    )  # fmt: skip
+    fig, axes = _panel_figure(panels, panel_height=3.8)
     for ax, (algo, cells, metrics) in zip(axes[:, 0], panels):
         medians = [metrics[prefix + c]["median"] for c in cells]
         _grouped_bars(
@@ -501,12 +505,7 @@ def plot_first_update(results, out_dir):
     panels = _training_panels(results, prefix)
     if not panels:
         return None
-    plt = _pyplot()
-    width = max(len(cells) for _, cells, _ in panels)
-    fig, axes = plt.subplots(
-        len(panels), 1, figsize=(max(6, 0.9 * width + 2), 3.6 * len(panels)),
-        squeeze=False,
-    )  # fmt: skip
+    fig, axes = _panel_figure(panels, panel_height=3.6)
     for ax, (algo, cells, metrics) in zip(axes[:, 0], panels):
         series = []
         for side in SIDES:
