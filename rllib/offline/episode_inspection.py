@@ -49,6 +49,7 @@ from ray.util.annotations import PublicAPI
 from tqdm import tqdm
 
 from rllib.offline.episode_columns import EpisodeColumns, episode_columns_from_state
+from rllib.offline.multi_agent_episode_state import is_multi_agent_state
 
 #: msgpack never emits this byte; `EpisodeWriter`'s compressed payloads start
 #: with it (see `ray.rllib.offline.episode_writer`).
@@ -478,6 +479,21 @@ def _rewards(state: Dict[str, Any]) -> np.ndarray:
     return np.asarray(data, dtype=np.float64).reshape(-1)
 
 
+def _summary(state: Dict[str, Any]) -> Tuple[int, float, str]:
+    """`(env steps, return, payload layout)` of an episode state.
+
+    For a multi-agent episode: its env steps, the sum of all agents' returns
+    and the layout of its first agent's data.
+    """
+    if is_multi_agent_state(state):
+        agents = [agent_state for _, agent_state in state["agent_episodes"]]
+        episode_return = sum(float(_rewards(a).sum()) for a in agents)
+        layout = _layout(agents[0]) if agents else LAYOUT_LISTS
+        return state["env_t"] - state["env_t_started"], episode_return, layout
+    rewards = _rewards(state)
+    return len(rewards), float(rewards.sum()), _layout(state)
+
+
 def _file_format(episode_file: EpisodeFile, layouts: Dict[str, int]) -> str:
     if not episode_file.readable:
         return FORMAT_UNREADABLE
@@ -536,8 +552,7 @@ def dataset_info(
                     bar.update(1)
                     try:
                         state = decode_episode_state(row.payload)
-                        rewards = _rewards(state)
-                        layout = _layout(state)
+                        num_steps, episode_return, layout = _summary(state)
                         terminated = bool(state["is_terminated"])
                         truncated = bool(state["is_truncated"])
                     except Exception:  # Counted; `validate_dataset` explains.
@@ -557,9 +572,9 @@ def dataset_info(
                     )
                     _count(info.payload_compressions, codec)
                     info.num_episodes += 1
-                    info.num_steps += len(rewards)
-                    lengths.append(len(rewards))
-                    returns.append(float(rewards.sum()))
+                    info.num_steps += num_steps
+                    lengths.append(num_steps)
+                    returns.append(episode_return)
                     if terminated:
                         info.num_terminated += 1
                     elif truncated:
@@ -656,8 +671,12 @@ def _space_problem(
     space: gym.Space,
     source: str,
     sample_steps: Optional[int],
+    agent: str = "",
 ) -> Optional[Problem]:
-    """Checks `space.contains` on (a sample of) the steps of one field."""
+    """Checks `space.contains` on (a sample of) the steps of one field.
+
+    `agent` starts the message for an agent of a multi-agent episode.
+    """
     space_arg = "observation_space" if field_name == Columns.OBS else "action_space"
     steps = _steps_to_check(num, sample_steps)
     bad = []
@@ -681,8 +700,8 @@ def _space_problem(
     )
     return Problem(
         "outside-space",
-        f"field `{field_name}` at timestep {bad[0]} holds {shown!r:.200}, which is "
-        f"not in the `{space_arg}` {space} ({source}); {len(bad)} of the "
+        f"{agent}field `{field_name}` at timestep {bad[0]} holds {shown!r:.200}, "
+        f"which is not in the `{space_arg}` {space} ({source}); {len(bad)} of the "
         f"{len(steps)} steps checked are outside it. Fix the data, or record "
         f"the space it was collected in (`convert --env ...` or "
         f"`EpisodeWriter({space_arg}=...)`).",
@@ -692,53 +711,15 @@ def _space_problem(
     )
 
 
-def _episode_problems(
-    row: EpisodeRow,
-    state: Any,
-    spaces: Dict[str, Tuple[gym.Space, str]],
-    sample_steps: Optional[int],
-) -> Tuple[List[Problem], Optional[EpisodeColumns]]:
-    """Every problem of one decoded row, and its columns if it has them."""
+def _row_problems(
+    row: EpisodeRow, columns: EpisodeColumns, eid: Optional[str]
+) -> List[Problem]:
+    """The checks of a row against its episode: id, length, steps, done."""
 
     def problem(kind: str, message: str) -> Problem:
         return Problem(kind, message, file=row.file, row=row.index, episode_id=eid)
 
-    eid = row.episode_id
-    if not isinstance(state, dict) or not {"rewards", "observations"} <= set(state):
-        found = sorted(state) if isinstance(state, dict) else type(state).__name__
-        return [
-            problem(
-                "not-an-episode",
-                f"the payload decodes to {found!r:.200}, not to a "
-                "`SingleAgentEpisode.get_state()` dict. Re-write this row with "
-                "`EpisodeWriter`, or drop it.",
-            )
-        ], None
-    eid = state.get("id_", eid)
     problems = []
-    try:
-        columns = episode_columns_from_state(
-            state,
-            observation_space=spaces.get("observation_space", (None,))[0],
-            action_space=spaces.get("action_space", (None,))[0],
-        )
-    except ValueError as error:
-        return [
-            problem(
-                "length-mismatch",
-                f"{str(error).rstrip('.')}. A finished episode has one "
-                "observation more than actions and rewards. Re-record this "
-                "episode, or drop the row.",
-            )
-        ], None
-    except Exception as error:
-        return [
-            problem(
-                "not-an-episode",
-                f"the episode state is incomplete ({type(error).__name__}: "
-                f"{error}). Re-write this row with `EpisodeWriter`, or drop it.",
-            )
-        ], None
     num_steps = len(columns)
     if row.episode_id is not None and row.episode_id != columns.id_:
         problems.append(
@@ -777,6 +758,105 @@ def _episode_problems(
                 "`truncated=True` and re-write it, or drop the row.",
             )
         )
+    return problems
+
+
+def _multi_agent_problems(
+    row: EpisodeRow,
+    state: Dict[str, Any],
+    spaces: Dict[str, Tuple[Any, str]],
+    sample_steps: Optional[int],
+) -> Tuple[List[Problem], Optional[EpisodeColumns]]:
+    """Every problem of one multi-agent row, and a summary of it as columns.
+
+    The row-level checks (id, length, done) apply to the episode; the data
+    checks (lengths, rewards, spaces) to each agent's episode, with the
+    agent's spaces from `spaces` (dicts by agent id).
+    """
+    eid = state.get("id_", row.episode_id)
+    num_steps = state["env_t"] - state["env_t_started"]
+    summary = EpisodeColumns(
+        id_=eid,
+        observations=None,
+        actions=None,
+        rewards=np.zeros(num_steps),
+        is_terminated=bool(state["is_terminated"]),
+        is_truncated=bool(state["is_truncated"]),
+    )
+    problems = _row_problems(row, summary, eid)
+    for agent_id, agent_state in state["agent_episodes"]:
+        agent_spaces = {
+            name: (space.get(agent_id), source)
+            for name, (space, source) in spaces.items()
+            if isinstance(space, dict) and space.get(agent_id) is not None
+        }
+        agent_problems, _ = _episode_problems(
+            row, agent_state, agent_spaces, sample_steps, agent=agent_id
+        )
+        problems.extend(agent_problems)
+    return problems, summary
+
+
+def _episode_problems(
+    row: EpisodeRow,
+    state: Any,
+    spaces: Dict[str, Tuple[gym.Space, str]],
+    sample_steps: Optional[int],
+    agent: Any = None,
+) -> Tuple[List[Problem], Optional[EpisodeColumns]]:
+    """Every problem of one decoded row, and its columns if it has them.
+
+    With `agent`, `state` is that agent's episode in a multi-agent row: the
+    messages name the agent, and the row-level checks are left to the caller.
+    """
+
+    label = "" if agent is None else f"agent `{agent!r}`: "
+
+    def problem(kind: str, message: str) -> Problem:
+        return Problem(
+            kind, label + message, file=row.file, row=row.index, episode_id=eid
+        )
+
+    eid = row.episode_id
+    if is_multi_agent_state(state):
+        return _multi_agent_problems(row, state, spaces, sample_steps)
+    if not isinstance(state, dict) or not {"rewards", "observations"} <= set(state):
+        found = sorted(state) if isinstance(state, dict) else type(state).__name__
+        return [
+            problem(
+                "not-an-episode",
+                f"the payload decodes to {found!r:.200}, not to a "
+                "`SingleAgentEpisode.get_state()` dict. Re-write this row with "
+                "`EpisodeWriter`, or drop it.",
+            )
+        ], None
+    if agent is None:
+        eid = state.get("id_", eid)
+    try:
+        columns = episode_columns_from_state(
+            state,
+            observation_space=spaces.get("observation_space", (None,))[0],
+            action_space=spaces.get("action_space", (None,))[0],
+        )
+    except ValueError as error:
+        return [
+            problem(
+                "length-mismatch",
+                f"{str(error).rstrip('.')}. A finished episode has one "
+                "observation more than actions and rewards. Re-record this "
+                "episode, or drop the row.",
+            )
+        ], None
+    except Exception as error:
+        return [
+            problem(
+                "not-an-episode",
+                f"the episode state is incomplete ({type(error).__name__}: "
+                f"{error}). Re-write this row with `EpisodeWriter`, or drop it.",
+            )
+        ], None
+    num_steps = len(columns)
+    problems = _row_problems(row, columns, eid) if agent is None else []
     rewards = np.asarray(columns.rewards)
     if rewards.dtype.kind not in "biuf":
         problems.append(
@@ -803,7 +883,7 @@ def _episode_problems(
         if name in spaces and num > 0 and values is not None:
             space, source = spaces[name]
             found = _space_problem(
-                row, eid, field_name, values, num, space, source, sample_steps
+                row, eid, field_name, values, num, space, source, sample_steps, label
             )
             if found is not None:
                 problems.append(found)

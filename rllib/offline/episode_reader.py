@@ -1,4 +1,4 @@
-"""Reads recorded `SingleAgentEpisode`s back from parquet files.
+"""Reads recorded `SingleAgentEpisode`s (and `MultiAgentEpisode`s) back.
 
 Reads the files `ray.rllib.offline.episode_writer.EpisodeWriter` writes, and
 also files that hold only an `item` column of `msgpack` + `msgpack_numpy`
@@ -24,6 +24,7 @@ import gymnasium as gym
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 from ray.rllib.core.columns import Columns
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.offline.episode_writer import (
     FORMAT_VERSION,
@@ -36,6 +37,10 @@ from ray.rllib.offline.episode_writer import (
 from ray.util.annotations import PublicAPI
 
 from rllib.env.utils.infinite_lookback_buffer import restore_buffer_data
+from rllib.offline.multi_agent_episode_state import (
+    is_multi_agent_state,
+    multi_agent_episode_from_state,
+)
 
 PathLike = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 
@@ -132,9 +137,23 @@ def read_file_metadata(
 def spaces_from_metadata(
     metadata: Optional[Dict[str, Any]],
 ) -> Tuple[Optional[gym.Space], Optional[gym.Space]]:
-    """Returns `(observation_space, action_space)` from file metadata."""
+    """Returns `(observation_space, action_space)` from file metadata.
+
+    For files of `MultiAgentEpisode`s, each is a dict of spaces by agent id
+    (None if the file records no agent spaces).
+    """
     if not metadata:
         return None, None
+    if metadata.get("agents") is not None:
+        observation_spaces, action_spaces = {}, {}
+        for agent_id, specs in metadata["agents"]:
+            for spaces, name in (
+                (observation_spaces, "observation_space"),
+                (action_spaces, "action_space"),
+            ):
+                if specs.get(name) is not None:
+                    spaces[agent_id] = space_from_json(specs[name])
+        return observation_spaces or None, action_spaces or None
     obs = metadata.get("observation_space")
     act = metadata.get("action_space")
     return (
@@ -155,7 +174,8 @@ def read_spaces(
 
     Returns:
         `(observation_space, action_space)`; an entry is None where no file
-        recorded that space.
+        recorded that space. For `MultiAgentEpisode`s, dicts of spaces by
+        agent id.
 
     Raises:
         ValueError: If two files record different spaces (both are named).
@@ -221,7 +241,9 @@ def decode_episode_state(payload: bytes) -> Dict[str, Any]:
     import msgpack
     import msgpack_numpy as mnp
 
-    return msgpack.unpackb(decompress_payload(payload), object_hook=mnp.decode)
+    return msgpack.unpackb(
+        decompress_payload(payload), object_hook=mnp.decode, strict_map_key=False
+    )
 
 
 def cannot_decode_error(where: str, error: Exception, hint: str = "") -> ValueError:
@@ -244,26 +266,47 @@ def cannot_decode_error(where: str, error: Exception, hint: str = "") -> ValueEr
 def decode_episode(
     payload: bytes,
     *,
-    observation_space: Optional[gym.Space] = None,
-    action_space: Optional[gym.Space] = None,
-) -> SingleAgentEpisode:
+    observation_space: Optional[Any] = None,
+    action_space: Optional[Any] = None,
+) -> Union[SingleAgentEpisode, MultiAgentEpisode]:
     """Rebuilds an episode from an `item` payload (compressed or not).
 
     Args:
         payload: The bytes of one `item` cell.
         observation_space: If given (or recorded in the episode), Tuple
-            observations come back as tuples rather than lists.
+            observations come back as tuples rather than lists. For a
+            `MultiAgentEpisode`, a dict of spaces by agent id.
         action_space: Same for actions.
 
     Returns:
-        The `SingleAgentEpisode`.
+        The `SingleAgentEpisode`, or the `MultiAgentEpisode` (its
+        `module_for()` answers with the mapping recorded with it; other
+        agents map to RLlib's default module).
     """
-    episode = SingleAgentEpisode.from_state(decode_episode_state(payload))
+    state = decode_episode_state(payload)
+    if is_multi_agent_state(state):
+        episode = multi_agent_episode_from_state(state)
+        for agent_id, agent_episode in episode.agent_episodes.items():
+            _restore_spaces(
+                agent_episode,
+                (observation_space or {}).get(agent_id),
+                (action_space or {}).get(agent_id),
+            )
+        return episode
+    episode = SingleAgentEpisode.from_state(state)
+    _restore_spaces(episode, observation_space, action_space)
+    return episode
+
+
+def _restore_spaces(
+    episode: SingleAgentEpisode,
+    observation_space: Optional[gym.Space],
+    action_space: Optional[gym.Space],
+) -> None:
     _restore_buffer(
         episode.observations, observation_space or episode.observation_space
     )
     _restore_buffer(episode.actions, action_space or episode.action_space)
-    return episode
 
 
 def describe_row(
@@ -286,7 +329,7 @@ def read_episodes(
     *,
     filesystem: Optional[pa_fs.FileSystem] = None,
     batch_size: int = 64,
-) -> Iterator[SingleAgentEpisode]:
+) -> Iterator[Union[SingleAgentEpisode, MultiAgentEpisode]]:
     """Yields the episodes stored under `path`, file by file.
 
     Reads `batch_size` rows at a time, so memory stays bounded.
@@ -297,7 +340,8 @@ def read_episodes(
         batch_size: Rows read per batch.
 
     Yields:
-        `SingleAgentEpisode`s (not numpy-ized: as they were written).
+        `SingleAgentEpisode`s or `MultiAgentEpisode`s (not numpy-ized: as
+        they were written).
 
     Raises:
         ValueError: If a file has no `item` column, or a row cannot be decoded

@@ -7,6 +7,11 @@ columns (`eps_id`, `env_steps`) make rows identifiable without decoding them.
 The observation and action spaces go, as JSON, into the parquet schema
 metadata under the key `rllib.episodes` together with a format version.
 
+`MultiAgentEpisode`s are written the same way, one episode per row, with the
+state of `rllib.offline.multi_agent_episode_state` (each agent's data is its
+`SingleAgentEpisode` state) and each agent's spaces in the metadata (`agents`).
+A writer holds one kind of episode.
+
 A payload may be compressed (`compression="zstd"`, ...). A compressed payload
 starts with the byte 0xC1, which msgpack never emits, followed by a short
 header, so readers tell compressed and plain payloads apart by their first
@@ -61,6 +66,7 @@ import pyarrow as pa
 import pyarrow.fs as pa_fs
 import tree
 from ray.rllib.core.columns import Columns
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.util.annotations import PublicAPI
 
@@ -68,6 +74,10 @@ from rllib.offline.episode_file_sink import EpisodeFileSink, commit_unclosed
 
 # Public through this module too: `episode_writer.space_to_json`.
 from rllib.offline.episode_spaces import space_from_json, space_to_json
+from rllib.offline.multi_agent_episode_state import (
+    MULTI_AGENT_EPISODE,
+    multi_agent_episode_state,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +95,18 @@ _COMPRESSED_MAGIC = b"\xc1rlz"
 _CODEC_IDS = {"zstd": 1, "lz4": 2, "gzip": 3, "brotli": 4}
 _CODEC_NAMES = {v: k for k, v in _CODEC_IDS.items()}
 _HEADER = struct.Struct("<BQ")  # codec id, uncompressed size
+
+#: The episode types a writer writes, by the name its metadata records.
+SINGLE_AGENT_EPISODE = "SingleAgentEpisode"
+_PAYLOADS = {
+    SINGLE_AGENT_EPISODE: "msgpack+msgpack_numpy:SingleAgentEpisode.get_state",
+    MULTI_AGENT_EPISODE: (
+        "msgpack+msgpack_numpy:rllib.offline.multi_agent_episode_state"
+    ),
+}
+
+#: An episode of either kind.
+Episode = Any  # SingleAgentEpisode or MultiAgentEpisode
 
 _DEFAULT_MAX_ROWS_PER_FILE = 1000
 _DEFAULT_BUFFER_BYTES = 32 * 1024 * 1024
@@ -142,13 +164,11 @@ def decompress_payload(payload: bytes) -> bytes:
     return pa.decompress(body, decompressed_size=size, codec=codec, asbytes=True)
 
 
-def encode_episode(
-    episode: SingleAgentEpisode, compression: Optional[str] = None
-) -> bytes:
+def encode_episode(episode: Episode, compression: Optional[str] = None) -> bytes:
     """Serializes an episode the way stock RLlib reads it, optionally compressed.
 
     Args:
-        episode: The episode to serialize.
+        episode: The `SingleAgentEpisode` (or `MultiAgentEpisode`) to serialize.
         compression: None, or a codec name ("zstd", "lz4", "gzip", "brotli").
 
     Returns:
@@ -161,16 +181,39 @@ def encode_episode(
     import msgpack
     import msgpack_numpy as mnp
 
-    state = episode.get_state()
+    if isinstance(episode, MultiAgentEpisode):
+        state = multi_agent_episode_state(episode)
+    else:
+        state = episode.get_state()
     try:
         payload = msgpack.packb(state, default=mnp.encode)
     except (TypeError, ValueError, OverflowError) as error:
+        if isinstance(episode, MultiAgentEpisode):
+            for agent_id, agent_episode in episode.agent_episodes.items():
+                try:
+                    msgpack.packb(agent_episode.get_state(), default=mnp.encode)
+                except (TypeError, ValueError, OverflowError):
+                    raise _unsupported_payload_error(
+                        agent_episode,
+                        agent_episode.get_state(),
+                        error,
+                        label=_label(episode, agent_id),
+                    ) from error
         raise _unsupported_payload_error(episode, state, error) from error
     return compress_payload(payload, compression)
 
 
+def _label(episode: Episode, agent_id: Any = None) -> str:
+    """How errors name an episode (and one of its agents)."""
+    label = f"Episode `{episode.id_}`"
+    return label if agent_id is None else f"{label}, agent `{agent_id!r}`"
+
+
 def _unsupported_payload_error(
-    episode: SingleAgentEpisode, state: Dict[str, Any], error: Exception
+    episode: Episode,
+    state: Dict[str, Any],
+    error: Exception,
+    label: Optional[str] = None,
 ) -> TypeError:
     """Finds the first field/timestep msgpack rejects and describes it."""
     import msgpack
@@ -183,16 +226,18 @@ def _unsupported_payload_error(
         except (TypeError, ValueError, OverflowError):
             return False
 
-    fields = [
-        (Columns.OBS, state["observations"]),
-        (Columns.ACTIONS, state["actions"]),
-        (Columns.REWARDS, state["rewards"]),
-        (Columns.INFOS, state["infos"]),
-    ]
-    fields += [
-        (f"extra_model_outputs[{k!r}]", v)
-        for k, v in (state["extra_model_outputs"] or {}).items()
-    ]
+    fields = []
+    if "observations" in state:
+        fields = [
+            (Columns.OBS, state["observations"]),
+            (Columns.ACTIONS, state["actions"]),
+            (Columns.REWARDS, state["rewards"]),
+            (Columns.INFOS, state["infos"]),
+        ]
+        fields += [
+            (f"extra_model_outputs[{k!r}]", v)
+            for k, v in (state["extra_model_outputs"] or {}).items()
+        ]
     where = "an episode attribute (`custom_data` or an id)"
     for name, buffer_state in fields:
         if packs(buffer_state):
@@ -207,7 +252,7 @@ def _unsupported_payload_error(
                     break
         break
     return TypeError(
-        f"Episode `{episode.id_}`: {where} cannot be serialized with msgpack "
+        f"{label or _label(episode)}: {where} cannot be serialized with msgpack "
         f"({type(error).__name__}: {error}). Episodes are stored as msgpack + "
         "msgpack_numpy: use numpy arrays, numbers, str, bytes, lists and dicts "
         "(in `infos` and `extra_model_outputs` too)."
@@ -278,9 +323,17 @@ def _step(batched: Any, t: int) -> Any:
 
 
 def _check_field(
-    episode: SingleAgentEpisode, field: str, space: gym.Space, values: Any
+    label: str,
+    field: str,
+    space: gym.Space,
+    values: Any,
+    agent_id: Any = None,
 ) -> None:
-    """Raises if any timestep of `values` lies outside `space`."""
+    """Raises if any timestep of `values` lies outside `space`.
+
+    `label` names the episode (and agent) in the error; `agent_id` is given for
+    an agent of a multi-agent episode.
+    """
     num_steps = len(values) if isinstance(values, list) else None
     first_bad = None
     if isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)):
@@ -310,54 +363,79 @@ def _check_field(
             return
     value = values[first_bad]
     space_arg = "observation_space" if field == Columns.OBS else "action_space"
+    declared, how = f"`{space_arg}`", f"`EpisodeWriter({space_arg}=...)`"
+    if agent_id is not None:
+        declared = f"`{space_arg}` of agent `{agent_id!r}`"
+        how = f"`EpisodeWriter({space_arg}={{{agent_id!r}: ...}})`"
     raise ValueError(
-        f"Episode `{episode.id_}`, timestep {first_bad}, field `{field}`: "
-        f"{_explain_violation(space, value)}. The declared `{space_arg}` is "
+        f"{label}, timestep {first_bad}, field `{field}`: "
+        f"{_explain_violation(space, value)}. The declared {declared} is "
         f"{space}. Fix the data, or declare the space the data was collected "
-        f"with (`EpisodeWriter({space_arg}=...)`), or pass `validate=False`."
+        f"with ({how}), or pass `validate=False`."
     )
 
 
 @PublicAPI(stability="alpha")
 def validate_episode(
-    episode: SingleAgentEpisode,
-    observation_space: Optional[gym.Space] = None,
-    action_space: Optional[gym.Space] = None,
+    episode: Episode,
+    observation_space: Optional[Any] = None,
+    action_space: Optional[Any] = None,
 ) -> None:
     """Checks that an episode can be written and trained on.
 
     Args:
-        episode: The episode to check.
-        observation_space: If given, every observation must lie in it.
-        action_space: If given, every action must lie in it.
+        episode: The `SingleAgentEpisode` or `MultiAgentEpisode` to check.
+        observation_space: If given, every observation must lie in it. For a
+            `MultiAgentEpisode`, a dict of spaces by agent id; agents it does
+            not name are not checked.
+        action_space: Same for actions.
 
     Raises:
-        TypeError: If `episode` is not a `SingleAgentEpisode`.
-        ValueError: If the episode is not done, its fields have inconsistent
-            lengths, or an observation or action lies outside its space. The
-            message names the episode id, the timestep and the field.
+        TypeError: If `episode` is of another type, or a multi-agent episode
+            is checked against a single space (or the reverse).
+        ValueError: If the episode is not done, has no steps, its fields have
+            inconsistent lengths, or an observation or action lies outside
+            its space. The message names the episode id, the agent (in a
+            multi-agent episode), the timestep and the field.
     """
+    if isinstance(episode, MultiAgentEpisode):
+        _validate_multi_agent_episode(episode, observation_space, action_space)
+        return
     if not isinstance(episode, SingleAgentEpisode):
         raise TypeError(
-            f"`EpisodeWriter.write()` takes a `SingleAgentEpisode`, got "
-            f"`{type(episode).__name__}`. Multi-agent episodes are not supported "
-            "yet; write each agent's `SingleAgentEpisode` instead."
+            "`EpisodeWriter.write()` takes a `SingleAgentEpisode` or a "
+            f"`MultiAgentEpisode`, got `{type(episode).__name__}`."
         )
+    _check_done(episode, len(episode))
+    _check_steps(_label(episode), episode, observation_space, action_space)
+
+
+def _check_done(episode: Episode, num_steps: int) -> None:
     if not episode.is_done:
         raise ValueError(
             f"Episode `{episode.id_}` is not done (is_terminated=False, "
-            f"is_truncated=False) after {len(episode)} steps. Only finished "
+            f"is_truncated=False) after {num_steps} steps. Only finished "
             "episodes can be written: pass `terminated=True` or `truncated=True` "
             "with the last `add_env_step()`, or set `episode.is_truncated = True` "
             "for an episode you stop early."
         )
-    if len(episode) == 0:
+    if num_steps == 0:
         raise ValueError(
             f"Episode `{episode.id_}` has no steps. An episode built from lists "
             "needs `len_lookback_buffer=0` (otherwise the lists become its "
             "lookback buffer); one built with `add_env_reset()`/`add_env_step()` "
             "needs at least one step."
         )
+
+
+def _check_steps(
+    label: str,
+    episode: SingleAgentEpisode,
+    observation_space: Optional[gym.Space],
+    action_space: Optional[gym.Space],
+    agent_id: Any = None,
+) -> None:
+    """Checks the field lengths and spaces of one (agent's) episode."""
     num_obs = _num_steps(episode.get_observations())
     lengths = {
         Columns.ACTIONS: _num_steps(episode.get_actions()),
@@ -366,15 +444,45 @@ def validate_episode(
     for field, length in lengths.items():
         if length != num_obs - 1:
             raise ValueError(
-                f"Episode `{episode.id_}`, field `{field}`: has {length} entries "
-                f"but the episode has {num_obs} observations; a finished episode "
-                "needs one observation more than actions and rewards."
+                f"{label}, field `{field}`: has {length} entries but the "
+                f"episode has {num_obs} observations; a finished episode needs "
+                "one observation more than actions and rewards."
             )
     if observation_space is not None:
         observations = episode.get_observations()
-        _check_field(episode, Columns.OBS, observation_space, observations)
+        _check_field(label, Columns.OBS, observation_space, observations, agent_id)
     if action_space is not None:
-        _check_field(episode, Columns.ACTIONS, action_space, episode.get_actions())
+        _check_field(
+            label, Columns.ACTIONS, action_space, episode.get_actions(), agent_id
+        )
+
+
+def _validate_multi_agent_episode(
+    episode: MultiAgentEpisode,
+    observation_spaces: Optional[Dict[Any, gym.Space]],
+    action_spaces: Optional[Dict[Any, gym.Space]],
+) -> None:
+    for name, spaces in (
+        ("observation_space", observation_spaces),
+        ("action_space", action_spaces),
+    ):
+        if spaces is not None and not isinstance(spaces, dict):
+            raise TypeError(
+                f"Episode `{episode.id_}` is a `MultiAgentEpisode`: `{name}` must "
+                f"be a dict of spaces by agent id, got {spaces}."
+            )
+    _check_done(episode, len(episode))
+    for agent_id, agent_episode in episode.agent_episodes.items():
+        # An agent that only received its first observation has no steps.
+        if _num_steps(agent_episode.get_observations()) == 0:
+            continue
+        _check_steps(
+            _label(episode, agent_id),
+            agent_episode,
+            (observation_spaces or {}).get(agent_id),
+            (action_spaces or {}).get(agent_id),
+            agent_id,
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -424,7 +532,10 @@ def resolve_filesystem(
 
 @PublicAPI(stability="alpha")
 class EpisodeWriter:
-    """Streams finished `SingleAgentEpisode`s into parquet files.
+    """Streams finished episodes into parquet files.
+
+    Writes `SingleAgentEpisode`s or `MultiAgentEpisode`s (one kind per
+    writer, set by the first episode or by per-agent space dicts).
 
     At most `max_rows_per_file` episodes go into one file. A file is written
     under a hidden temporary name (readers such as Ray Data skip names that
@@ -444,7 +555,9 @@ class EpisodeWriter:
         path: Directory for the files (local path or URI); created if missing.
         observation_space: The space observations lie in. Recorded in the
             file metadata and checked for every step. None: taken from the
-            first episode if it carries one.
+            first episode if it carries one. For `MultiAgentEpisode`s, a dict
+            of spaces by agent id (int or str); each agent's space is recorded
+            and its steps checked.
         action_space: Same for actions.
         max_rows_per_file: Episodes per file.
         compression: Compression of each episode payload: None (readable by
@@ -476,8 +589,8 @@ class EpisodeWriter:
         self,
         path: str,
         *,
-        observation_space: Optional[gym.Space] = None,
-        action_space: Optional[gym.Space] = None,
+        observation_space: Optional[Any] = None,
+        action_space: Optional[Any] = None,
         max_rows_per_file: int = _DEFAULT_MAX_ROWS_PER_FILE,
         compression: Optional[str] = None,
         parquet_compression: str = "zstd",
@@ -507,6 +620,13 @@ class EpisodeWriter:
         filesystem.create_dir(directory, recursive=True)
         self.observation_space = observation_space
         self.action_space = action_space
+        #: The kind of episode written (`SINGLE_AGENT_EPISODE` or
+        #: `MULTI_AGENT_EPISODE`); None until known.
+        self.episode_type: Optional[str] = None
+        if isinstance(observation_space, dict) or isinstance(action_space, dict):
+            self.episode_type = MULTI_AGENT_EPISODE
+        elif observation_space is not None or action_space is not None:
+            self.episode_type = SINGLE_AGENT_EPISODE
         # Encode now so that an unsupported space fails at construction.
         self._space_specs = self._encode_spaces()
         self.max_rows_per_file = max_rows_per_file
@@ -548,16 +668,18 @@ class EpisodeWriter:
         """How many written episodes are not yet in a committed file."""
         return self._sink.num_pending
 
-    def write(self, episode: SingleAgentEpisode) -> None:
+    def write(self, episode: Episode) -> None:
         """Validates, serializes and appends one finished episode.
 
         Args:
-            episode: A done `SingleAgentEpisode`.
+            episode: A done `SingleAgentEpisode` or `MultiAgentEpisode`.
 
         Raises:
             ValueError: If the writer is closed or the episode is invalid (not
                 done, outside the declared spaces), or `file_name` returned an
                 invalid name.
+            TypeError: If the episode is of another kind than the ones
+                written before (or than the declared spaces).
             TypeError: If the episode holds data msgpack cannot serialize.
             OSError: If writing to the filesystem fails, or (`FileExistsError`)
                 a file of that name exists already. The file being written is
@@ -566,6 +688,7 @@ class EpisodeWriter:
         """
         if self._closed:
             raise ValueError("`EpisodeWriter.write()` called after `close()`.")
+        self._check_episode_type(episode)
         if self._validate:
             validate_episode(episode, self.observation_space, self.action_space)
         self._adopt_spaces(episode)
@@ -578,7 +701,7 @@ class EpisodeWriter:
         self._num_episodes += 1
         self._sink.append(row, len(payload))
 
-    def write_many(self, episodes: Iterable[SingleAgentEpisode]) -> None:
+    def write_many(self, episodes: Iterable[Episode]) -> None:
         """Writes each of `episodes` (see `write`)."""
         for episode in episodes:
             self.write(episode)
@@ -620,7 +743,36 @@ class EpisodeWriter:
 
     # -- internals ------------------------------------------------------------
 
+    def _check_episode_type(self, episode: Episode) -> None:
+        if isinstance(episode, MultiAgentEpisode):
+            kind = MULTI_AGENT_EPISODE
+        elif isinstance(episode, SingleAgentEpisode):
+            kind = SINGLE_AGENT_EPISODE
+        else:
+            raise TypeError(
+                "`EpisodeWriter.write()` takes a `SingleAgentEpisode` or a "
+                f"`MultiAgentEpisode`, got `{type(episode).__name__}`."
+            )
+        if self.episode_type is None:
+            self.episode_type = kind
+        elif kind != self.episode_type:
+            raise TypeError(
+                f"Episode `{episode.id_}` is a `{kind}`, but this writer writes "
+                f"`{self.episode_type}`s (its first episode or its declared "
+                "spaces: a dict of spaces by agent id means multi-agent). Write "
+                "each kind of episode with its own writer, into its own "
+                "directory."
+            )
+
     def _encode_spaces(self) -> Dict[str, Any]:
+        if self.episode_type == MULTI_AGENT_EPISODE:
+            return {
+                "observation_space": None,
+                "action_space": None,
+                "agents": _encode_agent_spaces(
+                    self.observation_space, self.action_space
+                ),
+            }
         return {
             "observation_space": (
                 space_to_json(self.observation_space)
@@ -634,25 +786,22 @@ class EpisodeWriter:
             ),
         }
 
-    def _adopt_spaces(self, episode: SingleAgentEpisode) -> None:
-        """Before the first row arrives, takes missing spaces from an episode."""
+    def _adopt_spaces(self, episode: Episode) -> None:
+        """Before the first row arrives, takes missing spaces from an episode
+        and records them (with the episode type) in the files' schema."""
         if self._sink.started:
             return
-        changed = False
         if self.observation_space is None and episode.observation_space is not None:
-            self.observation_space = episode.observation_space
-            changed = True
+            self.observation_space = _agent_dict(episode.observation_space)
         if self.action_space is None and episode.action_space is not None:
-            self.action_space = episode.action_space
-            changed = True
-        if changed:
-            self._space_specs = self._encode_spaces()
-            self._sink.schema = self._schema()
+            self.action_space = _agent_dict(episode.action_space)
+        self._space_specs = self._encode_spaces()
+        self._sink.schema = self._schema()
 
     def _schema(self) -> pa.Schema:
         metadata = {
             "format_version": FORMAT_VERSION,
-            "payload": "msgpack+msgpack_numpy:SingleAgentEpisode.get_state",
+            "payload": _PAYLOADS[self.episode_type or SINGLE_AGENT_EPISODE],
             "compression": self._compression,
             **self._space_specs,
         }
@@ -666,14 +815,53 @@ class EpisodeWriter:
         )
 
 
+def _agent_dict(spaces: Any) -> Any:
+    """A multi-agent episode's spaces as a plain dict by agent id."""
+    if isinstance(spaces, gym.spaces.Dict):
+        return dict(spaces.spaces)
+    return spaces
+
+
+def _encode_agent_spaces(
+    observation_spaces: Optional[Dict[Any, gym.Space]],
+    action_spaces: Optional[Dict[Any, gym.Space]],
+) -> Optional[List[List[Any]]]:
+    """`[[agent_id, {"observation_space": ..., "action_space": ...}], ...]`.
+
+    Raises:
+        TypeError: If an agent id is not an int or a str (JSON keeps only
+            these), or a space cannot be recorded.
+    """
+    observation_spaces = observation_spaces or {}
+    action_spaces = action_spaces or {}
+    if not observation_spaces and not action_spaces:
+        return None
+    agents = []
+    for agent_id in sorted({*observation_spaces, *action_spaces}, key=repr):
+        if not isinstance(agent_id, (int, str)) or isinstance(agent_id, bool):
+            raise TypeError(
+                f"Cannot record the spaces of agent {agent_id!r} (type "
+                f"`{type(agent_id).__name__}`): agent ids in the file metadata "
+                "must be int or str. Rename the agents, or write without spaces "
+                "(`observation_space=None`, `action_space=None`)."
+            )
+        specs = {}
+        for name, spaces in (
+            ("observation_space", observation_spaces),
+            ("action_space", action_spaces),
+        ):
+            space = spaces.get(agent_id)
+            specs[name] = space_to_json(space) if space is not None else None
+        agents.append([agent_id, specs])
+    return agents
+
+
 @PublicAPI(stability="alpha")
-def write_episodes(
-    episodes: Iterable[SingleAgentEpisode], path: str, **kwargs: Any
-) -> List[str]:
+def write_episodes(episodes: Iterable[Episode], path: str, **kwargs: Any) -> List[str]:
     """Writes episodes to parquet files in `path`.
 
     Args:
-        episodes: Finished `SingleAgentEpisode`s.
+        episodes: Finished `SingleAgentEpisode`s or `MultiAgentEpisode`s.
         path: Output directory (local path or URI).
         **kwargs: Forwarded to `EpisodeWriter` (`observation_space`,
             `action_space`, `max_rows_per_file`, `compression`, ...).

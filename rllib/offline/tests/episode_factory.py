@@ -99,3 +99,66 @@ def write_upstream_style(episodes, path: str) -> None:
     pq.write_table(
         pa.table({"item": pa.array(payloads, pa.binary())}), path, compression="gzip"
     )
+
+
+#: Per-agent spaces of `make_multi_agent_episode`: a Dict, a Tuple and a Box
+#: observation; int and str agent ids.
+AGENT_SPACES = {
+    "scout": (DICT, DISCRETE),
+    7: (TUPLE, gym.spaces.Tuple((DISCRETE, BOX))),
+    "late": (BOX, DISCRETE),
+}
+
+
+def make_multi_agent_episode(length: int = 6, seed: int = 0, truncated: bool = True):
+    """A `MultiAgentEpisode` of `length` env steps with three agents.
+
+    `"scout"` and `7` act at every step; `"late"` joins at env step 2 and
+    terminates at env step 4 (before the end). The episode ends truncated (or
+    terminated), with infos and extra model outputs for every agent step and
+    `"scout"` mapped to module `"p_scout"` while recording.
+    """
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    rng = np.random.default_rng(seed)
+    for i, (obs_space, act_space) in enumerate(AGENT_SPACES.values()):
+        obs_space.seed(seed + 2 * i)
+        act_space.seed(seed + 2 * i + 1)
+
+    def observe(agents):
+        return {a: AGENT_SPACES[a][0].sample() for a in agents}
+
+    episode = MultiAgentEpisode(
+        observation_space={a: s[0] for a, s in AGENT_SPACES.items()},
+        action_space={a: s[1] for a, s in AGENT_SPACES.items()},
+        agent_to_module_mapping_fn=lambda agent_id, _: f"p_{agent_id}",
+    )
+    active = ["scout", 7]
+    episode.add_env_reset(
+        observations=observe(active), infos={a: {"reset": a} for a in active}
+    )
+    episode.module_for("scout")
+    for t in range(length):
+        actions = {a: AGENT_SPACES[a][1].sample() for a in active}
+        extra = {a: {"action_logp": np.float32(-rng.random())} for a in active}
+        rewards = {a: float(rng.normal()) for a in active}
+        last = t == length - 1
+        terminateds = {"__all__": last and not truncated}
+        truncateds = {"__all__": last and truncated}
+        if "late" in active and t == 3:
+            terminateds["late"] = True
+        next_active = [a for a in active if not terminateds.get(a)]
+        if t == 1:
+            next_active.append("late")
+        observed = [a for a in set(active) | set(next_active)]
+        episode.add_env_step(
+            observations=observe(observed),
+            actions=actions,
+            rewards=rewards,
+            infos={a: {"t": t} for a in observed},
+            terminateds=terminateds,
+            truncateds=truncateds,
+            extra_model_outputs=extra,
+        )
+        active = next_active
+    return episode

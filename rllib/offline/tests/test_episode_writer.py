@@ -424,7 +424,10 @@ def test_error_unsupported_payload(tmp_path):
 
 
 def test_error_wrong_episode_type_and_arguments(tmp_path):
-    with pytest.raises(TypeError, match="takes a `SingleAgentEpisode`, got `dict`"):
+    with pytest.raises(
+        TypeError,
+        match="takes a `SingleAgentEpisode` or a `MultiAgentEpisode`, got `dict`",
+    ):
         EpisodeWriter(tmp_path).write({"obs": [1]})
     with pytest.raises(ValueError, match="Unknown payload `compression='xz'`"):
         EpisodeWriter(tmp_path, compression="xz")
