@@ -6,7 +6,13 @@
   config leaves unset is taken from the files (``EpisodeWriter`` records
   both spaces; the log says so), and a configured space that contradicts the
   recorded one fails, all at ``build_algo()`` rather than minutes into
-  ``train()``. Then upstream's checks run.
+  ``train()``. For recorded multi-agent episodes, modules without spaces
+  take those recorded for the agents mapped to them. For a multi-agent
+  config on the new API stack that records (``output`` set) with no
+  ``env_runner_cls`` of its own, it selects the
+  fork's ``OfflineMultiAgentEnvRunner``, where upstream's ``EnvRunnerGroup``
+  would refuse ("Multi-agent recording is not supported, yet."). Then
+  upstream's checks run.
 """
 
 import logging
@@ -23,7 +29,36 @@ _upstream_validate_offline_settings = (
 def _validate_offline_settings(self) -> None:
     if self.is_offline and self.input_read_episodes:
         _take_or_check_recorded_spaces(self)
+        if self.is_multi_agent:
+            from rllib.offline.offline_data import take_recorded_agent_spaces
+
+            take_recorded_agent_spaces(self)
+    _select_multi_agent_recorder(self)
     _upstream_validate_offline_settings(self)
+
+
+def _select_multi_agent_recorder(config) -> None:
+    """Sets `env_runner_cls` to the fork's multi-agent recorder where it applies.
+
+    Upstream's `EnvRunnerGroup` picks its single-agent recorder when `output`
+    is set and `env_runner_cls` is None, and raises for multi-agent configs.
+    """
+    if not (
+        config.output
+        and config.is_multi_agent
+        and config.enable_env_runner_and_connector_v2
+        and config.env_runner_cls is None
+    ):
+        return
+    from rllib.offline.offline_multi_agent_env_runner import (
+        COLUMN_OUTPUT_UNSUPPORTED,
+        OfflineMultiAgentEnvRunner,
+    )
+
+    if not config.output_write_episodes:
+        config._value_error(COLUMN_OUTPUT_UNSUPPORTED)
+        return
+    config.env_runner_cls = OfflineMultiAgentEnvRunner
 
 
 def _take_or_check_recorded_spaces(config) -> None:

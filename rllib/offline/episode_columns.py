@@ -5,6 +5,9 @@
 straight into arrays, without building a `SingleAgentEpisode` (whose
 `from_state` spends most of its time rebuilding gymnasium spaces).
 `episode_columns_from_episode` does the same for an episode object.
+`decode_module_columns` serves both kinds of rows: a `MultiAgentEpisode`
+becomes one `EpisodeColumns` per agent, each labeled with the module the
+training config's `policy_mapping_fn` maps the agent to.
 
 Only what the train batch can contain is kept: observations, actions,
 rewards and the done flags. Infos and recorded extra model outputs are
@@ -12,18 +15,20 @@ dropped, as upstream's prelearner sampling drops them.
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import gymnasium as gym
 import msgpack
 import msgpack_numpy as mnp
 import numpy as np
 import tree
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.offline.episode_writer import decompress_payload
 from ray.rllib.utils.spaces.space_utils import batch
 
 from rllib.env.utils.infinite_lookback_buffer import restore_space_structure
+from rllib.offline.multi_agent_episode_state import is_multi_agent_state
 from rllib.utils.postprocessing.bootstrapped_returns import returns_to_go
 
 
@@ -197,6 +202,58 @@ def decode_episode_columns(
     )
 
 
+def decode_module_columns(
+    payload: bytes,
+    *,
+    observation_space: Optional[Any] = None,
+    action_space: Optional[Any] = None,
+    policy_mapping_fn: Optional[Callable] = None,
+) -> List[Tuple[str, EpisodeColumns]]:
+    """Decodes one `item` payload into `(module_id, EpisodeColumns)` pairs.
+
+    A `SingleAgentEpisode` gives one pair for the default module. A
+    `MultiAgentEpisode` gives one pair per agent with steps, its id
+    `<episode id>/<agent id>`; an agent whose own episode is not done ends
+    as the whole episode ends (truncated, unless the episode terminated).
+
+    Args:
+        payload: The bytes of one `item` cell.
+        observation_space: Restores Tuple observations; for multi-agent rows
+            a dict of spaces by agent id.
+        action_space: Same for actions.
+        policy_mapping_fn: `(agent_id, episode) -> module_id` for multi-agent
+            rows, called with the decoded `MultiAgentEpisode`; None maps
+            every agent to the default module.
+    """
+    state = msgpack.unpackb(decompress_payload(payload), strict_map_key=False)
+    if not is_multi_agent_state(state):
+        columns = episode_columns_from_state(
+            state, observation_space=observation_space, action_space=action_space
+        )
+        return [(DEFAULT_MODULE_ID, columns)]
+    from ray.rllib.offline.episode_reader import decode_episode
+
+    episode = decode_episode(
+        payload, observation_space=observation_space, action_space=action_space
+    )
+    pairs = []
+    for agent_id, agent_episode in episode.agent_episodes.items():
+        if len(agent_episode) == 0:
+            continue
+        columns = episode_columns_from_episode(agent_episode)
+        columns.id_ = f"{episode.id_}/{agent_id}"
+        if not columns.is_done and episode.is_done:
+            columns.is_terminated = episode.is_terminated
+            columns.is_truncated = not episode.is_terminated
+        module_id = (
+            policy_mapping_fn(agent_id, episode)
+            if policy_mapping_fn is not None
+            else DEFAULT_MODULE_ID
+        )
+        pairs.append((module_id, columns))
+    return pairs
+
+
 def episode_columns_from_episode(episode: SingleAgentEpisode) -> EpisodeColumns:
     """Builds `EpisodeColumns` from an episode object (numpy-ized or not)."""
     num_steps = len(episode)
@@ -231,7 +288,9 @@ class EpisodeBlock:
     Fields: ``observations`` (a nest of arrays with ``sum(T_i + 1)`` rows),
     ``actions`` (a nest with ``sum(T_i)`` rows), ``rewards`` (``sum(T_i)``, in
     the recorded dtype), and per episode ``lengths`` (int64), ``terminated``,
-    ``truncated`` and ``ids`` (object array of str).
+    ``truncated`` and ``ids`` (object array of str). ``module_id`` names the
+    module whose agents' episodes these are (the default module for
+    single-agent data).
     """
 
     observations: Any
@@ -241,12 +300,15 @@ class EpisodeBlock:
     terminated: np.ndarray
     truncated: np.ndarray
     ids: np.ndarray
+    module_id: str = DEFAULT_MODULE_ID
     _returns_to_go: Dict[float, np.ndarray] = field(
         default_factory=dict, repr=False, compare=False
     )
 
     @classmethod
-    def from_episodes(cls, episodes: List[EpisodeColumns]) -> "EpisodeBlock":
+    def from_episodes(
+        cls, episodes: List[EpisodeColumns], module_id: str = DEFAULT_MODULE_ID
+    ) -> "EpisodeBlock":
         """Concatenates episodes (with at least one step each) into a block."""
         episodes = [e for e in episodes if len(e)]
         if not episodes:
@@ -259,6 +321,7 @@ class EpisodeBlock:
             terminated=np.array([e.is_terminated for e in episodes], dtype=bool),
             truncated=np.array([e.is_truncated for e in episodes], dtype=bool),
             ids=np.array([e.id_ for e in episodes], dtype=object),
+            module_id=module_id,
         )
 
     @property
@@ -306,6 +369,7 @@ class EpisodeBlock:
                 self.terminated,
                 self.truncated,
                 self.ids,
+                self.module_id,
             ),
         )
 

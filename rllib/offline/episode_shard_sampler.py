@@ -5,14 +5,19 @@ of a Ray Data iterator, loads its blocks once and from then on samples each
 train batch uniformly over all of the shard's timesteps and builds it with
 its own connector pipeline (`rllib.offline.transition_batch_builder`): no
 Ray Data pass, no decoding, no actor per pass.
+
+Multi-agent data holds one set of blocks per module; each module's batch
+is sampled from its own blocks and has the requested number of rows, as an
+agent that acts at every env step contributes one row per env step online.
 """
 
 import logging
-from typing import Iterator, Optional
+from typing import Dict, Iterator, List, Optional
 
 import numpy as np
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
+from rllib.offline.episode_columns import EpisodeBlock
 from rllib.offline.episode_store import EpisodeShard
 from rllib.offline.transition_batch_builder import make_batch_builder
 from rllib.utils.postprocessing.bootstrapped_returns import HORIZON_KEY
@@ -35,6 +40,7 @@ class EpisodeShardSampler:
     def __init__(self, shard: EpisodeShard, *, pipeline, rl_module, config):
         self.shard = shard
         self.blocks = shard.blocks()
+        self.module_blocks = _blocks_by_module(self.blocks, rl_module)
         self.rl_module = rl_module
         self.builder, reason = make_batch_builder(pipeline, rl_module)
         if reason:
@@ -54,22 +60,24 @@ class EpisodeShardSampler:
         self.rng = np.random.default_rng(seed)
 
     def sample(self, num_items: int) -> MultiAgentBatch:
-        """One train batch of `num_items` transitions drawn uniformly."""
-        transitions = sample_transitions(
-            self.blocks,
-            num_items,
-            rng=self.rng,
-            n_step=self.n_step,
-            value_targets=self.value_targets,
-        )
-        module_batches = self.builder.build(transitions, rl_module=self.rl_module)
-        return MultiAgentBatch(
-            {
-                module_id: SampleBatch(module_batch)
-                for module_id, module_batch in module_batches.items()
-            },
-            env_steps=len(transitions),
-        )
+        """One train batch: `num_items` transitions per module, drawn uniformly."""
+        policy_batches, num_steps = {}, 0
+        for module_id, blocks in self.module_blocks.items():
+            transitions = sample_transitions(
+                blocks,
+                num_items,
+                rng=self.rng,
+                n_step=self.n_step,
+                value_targets=self.value_targets,
+            )
+            module_batches = self.builder.build(
+                transitions, rl_module=self.rl_module, module_id=module_id
+            )
+            policy_batches.update(
+                (mid, SampleBatch(batch)) for mid, batch in module_batches.items()
+            )
+            num_steps = max(num_steps, len(transitions))
+        return MultiAgentBatch(policy_batches, env_steps=num_steps)
 
     def batches(
         self, minibatch_size: int, num_iters: Optional[int]
@@ -85,3 +93,24 @@ class EpisodeShardSampler:
         return [r.hex() for r in shard.block_refs] == [
             r.hex() for r in self.shard.block_refs
         ]
+
+
+def _blocks_by_module(blocks: List[EpisodeBlock], rl_module) -> Dict[str, list]:
+    """The blocks of each module, checked against the `MultiRLModule`.
+
+    Raises:
+        ValueError: If the data maps agents to a module the `MultiRLModule`
+            does not have.
+    """
+    by_module: Dict[str, list] = {}
+    for block in blocks:
+        by_module.setdefault(block.module_id, []).append(block)
+    missing = sorted(set(by_module) - set(rl_module.keys()), key=repr)
+    if missing:
+        raise ValueError(
+            f"The recorded episodes map agents to the module(s) {missing} (through "
+            "`config.multi_agent(policy_mapping_fn=...)`), but the RLModule has "
+            f"only {sorted(rl_module.keys(), key=repr)}. Map every recorded agent "
+            "to a module in `config.multi_agent(policies=...)`."
+        )
+    return by_module

@@ -1,12 +1,13 @@
 """Recorded episodes decoded once and held in Ray's object store for training.
 
 `EpisodeStore.start` splits the input files into row ranges, one Ray task per
-range reads its rows with pyarrow and decodes them into an `EpisodeBlock`
-(`rllib.offline.episode_columns`). The blocks stay in the object store for
-all of training: every process on a node reads them without a copy, and no
-pass over the data decodes anything again. `EpisodeStore.shards` deals the
-blocks out to the Learners (disjoint, balanced by timesteps); each Learner
-samples its shard (`rllib.offline.episode_shard_sampler`).
+range reads its rows with pyarrow and decodes them into `EpisodeBlock`s
+(`rllib.offline.episode_columns`): one per module, so rows of
+`MultiAgentEpisode`s give one block per module their agents map to. The
+blocks stay in the object store for all of training: every process on a node
+reads them without a copy, and no pass over the data decodes anything again.
+`EpisodeStore.shards` deals the blocks out to the Learners (disjoint, balanced
+by timesteps); each Learner samples its shard (`rllib.offline.episode_shard_sampler`).
 
 If the decoded data outgrows the memory budget, `wait` stops the remaining
 tasks, drops what was decoded and returns False; the caller then streams the
@@ -16,9 +17,8 @@ data through Ray Data instead.
 import logging
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-import gymnasium as gym
 import numpy as np
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
@@ -30,7 +30,7 @@ from ray.rllib.offline.episode_reader import (
 )
 
 from rllib._fork.cluster_check import RequiresFork
-from rllib.offline.episode_columns import EpisodeBlock, decode_episode_columns
+from rllib.offline.episode_columns import EpisodeBlock, decode_module_columns
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class EpisodeShard(RequiresFork):
 
     def blocks(self) -> List[EpisodeBlock]:
         """The shard's blocks (zero-copy views of the object store on a node)."""
-        return ray.get(self.block_refs)
+        return [block for blocks in ray.get(self.block_refs) for block in blocks]
 
 
 class EpisodeStore:
@@ -87,17 +87,21 @@ class EpisodeStore:
         files: Sequence[str],
         *,
         filesystem: Optional[pa_fs.FileSystem],
-        observation_space: Optional[gym.Space],
-        action_space: Optional[gym.Space],
+        observation_space: Optional[Any],
+        action_space: Optional[Any],
         min_ranges: int = 1,
+        policy_mapping_fn: Optional[Callable] = None,
     ) -> "EpisodeStore":
         """Starts one decoding task per row range of `files`.
 
         Args:
             files: The parquet files with an `item` column of episodes.
             filesystem: Their filesystem (None: local or inferred per path).
-            observation_space: Restores the tuples of Tuple observations.
+            observation_space: Restores the tuples of Tuple observations (a
+                dict by agent id for multi-agent episodes).
             action_space: Same for actions.
+            policy_mapping_fn: Maps the agents of multi-agent episodes to
+                modules (see `decode_module_columns`).
             min_ranges: Split the files into at least this many ranges (as
                 many as there are rows at most), e.g. one per Learner.
         """
@@ -108,13 +112,14 @@ class EpisodeStore:
             "filesystem": filesystem,
             "observation_space": observation_space,
             "action_space": action_space,
+            "policy_mapping_fn": policy_mapping_fn,
         }
         refs, size_refs = [], []
         if payload_bytes <= DRIVER_DECODE_BYTES:
             # Small data decodes faster here than a Ray worker starts up.
             for row_range in ranges:
-                block, sizes = decode_row_range(row_range, **kwargs)
-                refs.append(ray.put(block))
+                blocks, sizes = decode_row_range(row_range, **kwargs)
+                refs.append(ray.put(blocks))
                 size_refs.append(ray.put(sizes))
         else:
             decode = ray.remote(num_returns=2)(decode_row_range)
@@ -196,6 +201,7 @@ class EpisodeStore:
             target = int(np.argmin(load))
             members[target].append(block)
             load[target] += sizes[block]["timesteps"]
+        _check_every_shard_has_every_module(members, sizes)
         return [
             EpisodeShard(
                 index=index,
@@ -213,18 +219,47 @@ class EpisodeStore:
         return self._sizes
 
 
+def _check_every_shard_has_every_module(
+    members: List[List[int]], sizes: List[Dict]
+) -> None:
+    """Raises if a Learner's shard lacks a module another one trains.
+
+    With several Learners, every module's gradients are averaged across all
+    of them; a Learner without data for a module would leave the others
+    waiting for it.
+    """
+    if len(members) < 2:
+        return
+    held = [
+        {module for i in chosen for module in sizes[i].get("modules", ())}
+        for chosen in members
+    ]
+    every = set().union(*held)
+    for index, modules in enumerate(held):
+        missing = sorted(every - modules, key=repr)
+        if missing:
+            raise ValueError(
+                f"Dealt out to {len(members)} Learners, the episodes leave "
+                f"Learner {index} without data for module(s) {missing}: the "
+                "agents of those modules occur in too few parts of the input. "
+                "Train with fewer Learners (`config.learners(num_learners=...)`), "
+                "or split the input into more files with episodes of every agent."
+            )
+
+
 def decode_row_range(
     row_range: RowRange,
     *,
     filesystem: Optional[pa_fs.FileSystem],
-    observation_space: Optional[gym.Space],
-    action_space: Optional[gym.Space],
-) -> Tuple[Optional[EpisodeBlock], Dict[str, int]]:
-    """Reads and decodes one row range into a block (None if no steps).
+    observation_space: Optional[Any],
+    action_space: Optional[Any],
+    policy_mapping_fn: Optional[Callable] = None,
+) -> Tuple[List[EpisodeBlock], Dict[str, int]]:
+    """Reads and decodes one row range into blocks, one per module with steps.
 
     Returns:
-        `(block, sizes)`; `sizes` has the block's `timesteps`, `episodes`
-        and `nbytes`.
+        `(blocks, sizes)`; `sizes` has the blocks' `timesteps` (agent steps
+        for multi-agent rows), `episodes` (rows) and `nbytes`.
 
     Raises:
         ValueError: If a row cannot be decoded or its episode is not done (the
@@ -232,7 +267,8 @@ def decode_row_range(
     """
     path, start, stop = row_range
     fs, resolved = _filesystem_for(path, filesystem)
-    episodes = []
+    by_module: Dict[Any, list] = {}
+    num_rows = 0
     with fs.open_input_file(resolved) as handle:
         rows = iter_payloads(
             pq.ParquetFile(handle), path, batch_size=_READ_BATCH_ROWS, first_row=start
@@ -240,30 +276,46 @@ def decode_row_range(
         for row, payload, episode_id in rows:
             if row >= stop:
                 break
-            episodes.append(
-                _decode_row(
-                    payload, row, episode_id, path, observation_space, action_space
-                )
+            num_rows += 1
+            pairs = _decode_row(
+                payload,
+                row,
+                episode_id,
+                path,
+                observation_space,
+                action_space,
+                policy_mapping_fn,
             )
-    with_steps = [e for e in episodes if len(e)]
-    if not with_steps:
-        return None, {"timesteps": 0, "episodes": len(episodes), "nbytes": 0}
-    block = EpisodeBlock.from_episodes(with_steps)
-    return block, {
-        "timesteps": block.num_timesteps,
-        "episodes": block.num_episodes,
-        "nbytes": block.nbytes,
+            for module_id, episode in pairs:
+                if len(episode):
+                    by_module.setdefault(module_id, []).append(episode)
+    blocks = [
+        EpisodeBlock.from_episodes(episodes, module_id=module_id)
+        for module_id, episodes in by_module.items()
+    ]
+    return blocks, {
+        "timesteps": sum(block.num_timesteps for block in blocks),
+        "episodes": num_rows,
+        "nbytes": sum(block.nbytes for block in blocks),
+        "modules": sorted(block.module_id for block in blocks),
     }
 
 
-def _decode_row(payload, row, episode_id, path, observation_space, action_space):
+def _decode_row(
+    payload, row, episode_id, path, observation_space, action_space, mapping_fn
+):
     try:
-        episode = decode_episode_columns(
-            payload, observation_space=observation_space, action_space=action_space
+        pairs = decode_module_columns(
+            payload,
+            observation_space=observation_space,
+            action_space=action_space,
+            policy_mapping_fn=mapping_fn,
         )
     except Exception as error:
         raise cannot_decode_error(describe_row(row, episode_id, path), error) from error
-    if not episode.is_done:
+    for _, episode in pairs:
+        if episode.is_done:
+            continue
         where = describe_row(row, episode_id or episode.id_, path)
         raise ValueError(
             f"The episode in {where} is not done. Training samples from whole "
@@ -271,7 +323,7 @@ def _decode_row(payload, row, episode_id, path, observation_space, action_space)
             "record whole episodes (`EpisodeWriter` checks this) or mark the last "
             "step `truncated=True`."
         )
-    return episode
+    return pairs
 
 
 def split_into_row_ranges(

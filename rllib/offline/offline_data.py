@@ -14,8 +14,14 @@ recorded episodes (`input_read_episodes=True`) it
 - streams through Ray Data with the fork's `OfflinePreLearner` (as upstream
   does) when the decoded episodes would exceed the memory budget, or the
   setup needs the streaming pipeline (offline evaluation, a custom
-  prelearner, multi-agent data, a stateful module, another read method).
-  The log says which mode runs and why.
+  prelearner, a stateful module, another read method). The log says which
+  mode runs and why.
+
+Recorded `MultiAgentEpisode`s train in memory: each agent's episode goes to
+the module `config.multi_agent(policy_mapping_fn=...)` maps it to, and each
+Learner samples every module's batch from that module's episodes. They do
+not stream (RLlib's prelearner has no multi-agent support); data over the
+budget fails with a message that says so.
 
 The memory budget is `config.learners(learner_config_dict=
 {"offline_data_memory_budget": bytes})`; by default half of the cluster's
@@ -29,6 +35,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import gymnasium as gym
 import pyarrow.fs as pa_fs
 import ray
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env import INPUT_ENV_SPACES
 from ray.rllib.offline import offline_data as _upstream
 from ray.rllib.offline.episode_reader import (
@@ -155,6 +162,7 @@ class OfflineData(_upstream.OfflineData):
             observation_space=observation_space,
             action_space=action_space,
             min_ranges=max(1, self.config.num_learners),
+            policy_mapping_fn=_agent_to_module_fn(self.config),
         )
 
     @property
@@ -215,6 +223,15 @@ class OfflineData(_upstream.OfflineData):
                 f"(`learner_config_dict[{MEMORY_BUDGET_KEY!r}]`)"
             )
             self._store = None
+        if self.config.is_multi_agent and self.config.input_read_episodes:
+            raise ValueError(
+                "Multi-agent offline training reads recorded episodes into "
+                f"memory, and cannot here: {reason}. RLlib's streaming pipeline "
+                "has no multi-agent support. Raise "
+                f"`config.learners(learner_config_dict={{{MEMORY_BUDGET_KEY!r}: "
+                "<bytes>})` (or give the cluster more object store memory), or "
+                "train on a part of the episodes."
+            )
         logger.info("rllib-fork: offline data streams through Ray Data: %s.", reason)
         return "streaming"
 
@@ -344,7 +361,108 @@ def recorded_spaces_of_input(config):
         config.input_, (str, list)
     ):
         return None
-    return list_input_episodes(config)[2]
+    spaces = list_input_episodes(config)[2]
+    if any(isinstance(space, dict) for space in spaces):
+        # Multi-agent episodes: spaces per agent, not the config's spaces.
+        return None
+    return spaces
+
+
+def take_recorded_agent_spaces(config) -> None:
+    """Gives each module the spaces recorded for the agents mapped to it.
+
+    For recorded `MultiAgentEpisode`s whose files carry per-agent spaces: a
+    module in `config.policies` without spaces gets those of its agents
+    (through `config.policy_mapping_fn(agent_id, None)`), and an unset
+    `config.observation_space` / `action_space` becomes the `Dict` of all
+    agents' spaces, so training needs no environment. Spaces set in the
+    config are kept.
+
+    Raises:
+        ValueError: If agents mapped to one module were recorded with
+            different spaces, or an agent maps to a module not in
+            `config.policies`.
+    """
+    from ray.rllib.policy.policy import PolicySpec
+
+    if config.input_read_method != "read_parquet" or not isinstance(
+        config.input_, (str, list)
+    ):
+        return
+    spaces = list_input_episodes(config)[2]
+    if not all(isinstance(space, dict) for space in spaces):
+        return
+    mapping_fn = _agent_to_module_fn(config)
+    found: Dict[str, Tuple[Any, Any, Any]] = {}
+    for agent_id in {*spaces[0], *spaces[1]}:
+        try:
+            module_id = mapping_fn(agent_id, None) if mapping_fn else DEFAULT_MODULE_ID
+        except Exception:  # A mapping that needs the episode: leave it unset.
+            continue
+        if module_id not in (config.policies or {}):
+            raise ValueError(
+                f"`config.multi_agent(policy_mapping_fn=...)` maps the recorded "
+                f"agent `{agent_id!r}` to module `{module_id}`, but "
+                f"`policies` has only {sorted(config.policies, key=repr)}. Map "
+                "every recorded agent to a module in `policies` (the agents are "
+                f"in the files' metadata: {sorted(spaces[0] or {}, key=repr)})."
+            )
+        agent_spaces = (spaces[0].get(agent_id), spaces[1].get(agent_id))
+        if module_id in found and found[module_id][1:] != agent_spaces:
+            raise ValueError(
+                f"Agents `{found[module_id][0]!r}` and `{agent_id!r}` map to module "
+                f"`{module_id}` but were recorded with different spaces "
+                f"({found[module_id][1:]} vs {agent_spaces}). Map them to "
+                "different modules, or give the module its spaces in "
+                "`config.multi_agent(policies={...: PolicySpec(...)})`."
+            )
+        found[module_id] = (agent_id, *agent_spaces)
+    taken = []
+    for module_id, (_, observation_space, action_space) in found.items():
+        spec = (config.policies or {}).get(module_id)
+        if spec is None:
+            continue
+        if not isinstance(spec, PolicySpec):  # A plain tuple of its fields.
+            spec = PolicySpec(*spec)
+        if spec.observation_space is None or spec.action_space is None:
+            config.policies[module_id] = PolicySpec(
+                policy_class=spec.policy_class,
+                observation_space=spec.observation_space or observation_space,
+                action_space=spec.action_space or action_space,
+                config=spec.config,
+            )
+            taken.append(f"module `{module_id}`")
+    # The env-level spaces, as a multi-agent env has them (a Dict by agent),
+    # for what reads `config.observation_space` (without an env to evaluate
+    # in, RLlib requires them).
+    for name, recorded in zip(("observation_space", "action_space"), spaces):
+        if getattr(config, name) is None:
+            try:
+                setattr(config, name, gym.spaces.Dict(recorded))
+            except Exception:  # Agent ids gymnasium cannot order: leave unset.
+                continue
+            taken.append(f"`{name}`")
+    if taken:
+        logger.info(
+            "rllib-fork: spaces of %s taken from the episode files under %s.",
+            ", ".join(taken),
+            config.input_,
+        )
+
+
+def _agent_to_module_fn(config):
+    """The config's `policy_mapping_fn` for multi-agent data, else None.
+
+    RLlib's old-stack default needs a `worker` argument; it maps every agent
+    to the default module, as None does.
+    """
+    mapping_fn = config.policy_mapping_fn
+    if (
+        not config.is_multi_agent
+        or mapping_fn is type(config).DEFAULT_POLICY_MAPPING_FN
+    ):
+        return None
+    return mapping_fn
 
 
 def _memory_budget(config) -> int:
@@ -367,8 +485,6 @@ def _in_memory_blocker(config) -> Optional[str]:
         return "the input is not recorded episodes"
     if config.in_evaluation:
         return "offline evaluation runners read Ray Data iterators"
-    if config.is_multi_agent:
-        return "multi-agent data"
     if config.input_read_method != "read_parquet":
         return f"`input_read_method={config.input_read_method!r}`"
     if config.prelearner_class not in (None, OfflinePreLearner):
@@ -395,6 +511,8 @@ def check_recorded_spaces(recorded, configured, config) -> None:
         ("observation_space", "action_space"), recorded, configured
     ):
         if rec is None or conf is None or _same_space(rec, conf, config):
+            continue
+        if isinstance(rec, dict):  # Per-agent spaces of multi-agent episodes.
             continue
         raise ValueError(
             f"The episodes under `{config.input_}` were recorded with `{name}` "

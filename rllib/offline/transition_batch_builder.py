@@ -18,6 +18,9 @@ operations instead:
   the stateless modules this path serves.
 - `BatchIndividualItems`: rows are grouped by (possibly shared) episode id,
   in order of first appearance, as the connector's per-episode dict does.
+- `AgentToModuleMapping` (multi-agent): the transitions come sampled per
+  module already (`EpisodeBlock.module_id`), so the builder labels the
+  batch with that module.
 
 Pieces after `BatchIndividualItems` that only transform the batch (e.g.
 `NumpyToTensor`) run as they are.
@@ -47,6 +50,7 @@ from ray.rllib.connectors.common.add_states_from_episodes_to_batch import (
 from ray.rllib.connectors.common.add_time_dim_to_batch_and_zero_pad import (
     AddTimeDimToBatchAndZeroPad,
 )
+from ray.rllib.connectors.common.agent_to_module_mapping import AgentToModuleMapping
 from ray.rllib.connectors.common.batch_individual_items import BatchIndividualItems
 from ray.rllib.connectors.common.numpy_to_tensor import NumpyToTensor
 from ray.rllib.connectors.connector_pipeline_v2 import ConnectorPipelineV2
@@ -89,8 +93,13 @@ _EPISODE_PIECES = {
         "weights",
     ),
 }
-#: Pieces that add nothing for a stateless module.
-_STATELESS_NO_OPS = (AddTimeDimToBatchAndZeroPad, AddStatesFromEpisodesToBatch)
+#: Pieces that add nothing for a stateless module (or, for the module mapping,
+#: for transitions sampled per module).
+_STATELESS_NO_OPS = (
+    AddTimeDimToBatchAndZeroPad,
+    AddStatesFromEpisodesToBatch,
+    AgentToModuleMapping,
+)
 #: Pieces that may follow `BatchIndividualItems`: they only transform the batch.
 _BATCH_PIECES = (NumpyToTensor,)
 #: The columns that carry each row's value-target inputs.
@@ -160,8 +169,6 @@ class TransitionBatchBuilder:
                     return None, f"connector `{name}` after `BatchIndividualItems`"
                 batch_pieces.append(piece)
             elif kind is BatchIndividualItems:
-                if piece._multi_agent:
-                    return None, "multi-agent batching"
                 batched = True
             elif kind in _STATELESS_NO_OPS:
                 continue
@@ -207,16 +214,20 @@ class TransitionBatchBuilder:
         )
 
     def build(
-        self, transitions: SampledTransitions, *, rl_module
+        self,
+        transitions: SampledTransitions,
+        *,
+        rl_module,
+        module_id: str = DEFAULT_MODULE_ID,
     ) -> Dict[str, Dict[str, Any]]:
-        """The per-module train batch for `transitions`."""
+        """The train batch of `module_id` for `transitions`, keyed by module."""
         batch = self._rows(transitions)
         # `AddOneTsToEpisodesAndTruncate` gives every item an id of its own.
         if not self.add_bootstrap_row:
             order = _first_appearance_order(transitions.episode_ids)
             if order is not None:
                 batch = tree.map_structure(lambda leaf: leaf[order], batch)
-        module_batch = {DEFAULT_MODULE_ID: batch}
+        module_batch = {module_id: batch}
         for piece in self.batch_pieces:
             module_batch = piece(
                 rl_module=rl_module,
@@ -273,8 +284,10 @@ class ConnectorBatchBuilder:
         pipeline: The Learner connector pipeline the batches are for.
     """
 
-    def __init__(self, pipeline):
+    def __init__(self, pipeline, reason: str = ""):
+        self.reason = reason
         pieces, self.value_targets = pieces_for_offline_batches(pipeline)
+        self.multi_agent = any(isinstance(p, AgentToModuleMapping) for p in pieces)
         self.pipeline = ConnectorPipelineV2(
             connectors=pieces,
             input_observation_space=pipeline.input_observation_space,
@@ -282,9 +295,26 @@ class ConnectorBatchBuilder:
         )
 
     def build(
-        self, transitions: SampledTransitions, *, rl_module
+        self,
+        transitions: SampledTransitions,
+        *,
+        rl_module,
+        module_id: str = DEFAULT_MODULE_ID,
     ) -> Dict[str, Dict[str, Any]]:
-        """Runs the pipeline on the episodes `transitions` stand for."""
+        """Runs the pipeline on the episodes `transitions` stand for.
+
+        Raises:
+            NotImplementedError: For a multi-agent pipeline: it would need
+                multi-agent episodes.
+        """
+        if self.multi_agent:
+            raise NotImplementedError(
+                "Multi-agent offline training builds its train batches with "
+                "the fork's vectorized builder, which does not cover this "
+                f"Learner connector pipeline ({self.reason}). Use the "
+                "algorithm's default Learner connectors (BC, MARWIL), or train "
+                "each module on its agents' episodes as single-agent data."
+            )
         return self.pipeline(
             rl_module=rl_module,
             batch={},
@@ -308,7 +338,7 @@ def make_batch_builder(
     builder, reason = TransitionBatchBuilder.from_pipeline(pipeline, rl_module)
     if builder is not None:
         return builder, ""
-    return ConnectorBatchBuilder(pipeline), reason
+    return ConnectorBatchBuilder(pipeline, reason), reason
 
 
 def episodes_from_transitions(

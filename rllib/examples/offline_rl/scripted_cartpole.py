@@ -69,3 +69,77 @@ def record_episodes(
             done = terminated or truncated
         episodes.append(episode)
     return episodes
+
+
+def module_of_agent(agent_id, episode=None, **kwargs) -> str:
+    """Agent `i` of the multi-agent CartPole examples is trained by module `p<i>`."""
+    return f"p{agent_id}"
+
+
+def record_multi_agent_episodes(
+    env,
+    num_episodes: int,
+    policy: Callable[[object], int],
+    *,
+    epsilon: float = 0.0,
+    seed: int = 0,
+) -> list:
+    """Runs `policy` for every agent of a multi-agent env and records each run.
+
+    Agents act until their own episode ends; the episode ends when all have
+    (RLlib's `MultiAgentCartPole` does so).
+
+    Args:
+        env: A `MultiAgentEnv` with `observation_spaces` / `action_spaces`
+            (recorded in the episodes).
+        num_episodes: How many episodes to record.
+        policy: Maps one agent's observation to its action.
+        epsilon: Share of uniformly random actions, per agent and step.
+        seed: Seeds the resets (`seed + i` for episode `i`) and the random
+            actions.
+
+    Returns:
+        Finished `MultiAgentEpisode`s whose agents map to modules through
+        `module_of_agent`.
+    """
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    rng = np.random.default_rng(seed)
+    episodes = []
+    for i in range(num_episodes):
+        obs, infos = env.reset(seed=seed + i)
+        episode = MultiAgentEpisode(
+            observations=[obs],
+            infos=[infos],
+            observation_space=dict(env.observation_spaces),
+            action_space=dict(env.action_spaces),
+            agent_to_module_mapping_fn=module_of_agent,
+        )
+        done_agents = set()
+        while not episode.is_done:
+            actions = {}
+            for agent_id, agent_obs in obs.items():
+                if agent_id in done_agents:
+                    continue
+                if rng.random() < epsilon:
+                    actions[agent_id] = int(rng.integers(env.action_spaces[agent_id].n))
+                else:
+                    actions[agent_id] = policy(agent_obs)
+            obs, rewards, terminateds, truncateds, infos = env.step(actions)
+            done_agents |= {
+                agent_id
+                for agent_id in obs
+                if terminateds.get(agent_id) or truncateds.get(agent_id)
+            }
+            episode.add_env_step(
+                obs,
+                actions,
+                rewards,
+                infos=infos,
+                terminateds=terminateds,
+                truncateds=truncateds,
+            )
+        for agent_id in episode.agent_episodes:
+            episode.module_for(agent_id)
+        episodes.append(episode)
+    return episodes

@@ -1,0 +1,263 @@
+"""BC and MARWIL train one module per agent from recorded `MultiAgentEpisode`s.
+
+The data tests run without Ray; the training tests use the shared local Ray
+cluster (`ray_cluster` fixture) and RLlib's two-agent CartPole.
+"""
+
+import gc
+import math
+
+import numpy as np
+import pytest
+import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.offline.episode_reader import read_episodes
+from ray.rllib.offline.episode_writer import encode_episode, write_episodes
+
+from rllib.examples.offline_rl import train_multi_agent_offline as example
+from rllib.examples.offline_rl.scripted_cartpole import record_multi_agent_episodes
+from rllib.offline.episode_columns import decode_module_columns
+from rllib.offline.offline_data import MEMORY_BUDGET_KEY
+from rllib.offline.tests.episode_factory import make_multi_agent_episode
+from rllib.utils.postprocessing.bootstrapped_returns import (
+    BOOTSTRAP_DISCOUNT,
+    RETURNS_TO_BOOTSTRAP,
+)
+
+GAMMA = 0.99
+
+
+def _numpy(value):
+    if isinstance(value, torch.Tensor):
+        return value.cpu().numpy()
+    return np.asarray(value)
+
+
+def test_each_agent_becomes_columns_of_its_module():
+    episode = make_multi_agent_episode(length=6, truncated=True)
+    pairs = decode_module_columns(
+        encode_episode(episode),
+        policy_mapping_fn=lambda agent_id, ep: f"module_{agent_id}",
+    )
+    by_agent = {columns.id_.split("/", 1)[1]: (m, columns) for m, columns in pairs}
+    assert set(by_agent) == {"scout", "7", "late"}
+    for agent_id, agent_episode in episode.agent_episodes.items():
+        module_id, columns = by_agent[str(agent_id)]
+        assert module_id == f"module_{agent_id}"
+        assert columns.id_ == f"{episode.id_}/{agent_id}"
+        np.testing.assert_array_equal(columns.rewards, agent_episode.get_rewards())
+        assert len(columns) == len(agent_episode)
+    # "late" left early (terminated); the others end with the episode.
+    late = by_agent["late"][1]
+    assert (late.is_terminated, late.is_truncated) == (True, False)
+    scout = by_agent["scout"][1]
+    assert (scout.is_terminated, scout.is_truncated) == (False, True)
+    np.testing.assert_array_equal(
+        scout.observations["position"],
+        np.stack([o["position"] for o in episode.agent_episodes["scout"].observations]),
+    )
+    # Without a mapping function every agent goes to the default module.
+    assert {m for m, _ in decode_module_columns(encode_episode(episode))} == {
+        "default_policy"
+    }
+
+
+@pytest.fixture(scope="module")
+def two_agent_data(tmp_path_factory):
+    """Short two-agent CartPole episodes (half of the actions random)."""
+    data_dir = tmp_path_factory.mktemp("two_agent_cartpole")
+    env = example.make_env()
+    episodes = record_multi_agent_episodes(
+        env, 12, example.scripted_action, epsilon=0.5, seed=3
+    )
+    write_episodes(episodes, data_dir, max_rows_per_file=4)
+    return data_dir
+
+
+def _index_steps(data_dir):
+    """Observation bytes -> [(agent, discounted return-to-go, terminated)].
+
+    Both poles reset to the same state, so early observations of the two
+    agents can coincide: a key may have several candidates.
+    """
+    index = {}
+    for episode in read_episodes(data_dir):
+        for agent_id, agent_episode in episode.agent_episodes.items():
+            rewards = np.asarray(agent_episode.get_rewards(), dtype=np.float64)
+            to_go = np.zeros(len(rewards) + 1)
+            for t in reversed(range(len(rewards))):
+                to_go[t] = rewards[t] + GAMMA * to_go[t + 1]
+            observations = agent_episode.get_observations()
+            for t in range(len(rewards)):
+                key = np.asarray(observations[t], np.float32).tobytes()
+                index.setdefault(key, []).append(
+                    (agent_id, to_go[t], agent_episode.is_terminated)
+                )
+    return index
+
+
+def _build(algo, data_dir, **learners):
+    config = example.build_config(algo, data_dir, updates_per_iteration=2)
+    config = config.training(train_batch_size_per_learner=256, gamma=GAMMA)
+    return config.learners(**learners).evaluation(evaluation_interval=None)
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_marwil_batches_hold_each_agents_own_rows_and_targets(
+    ray_cluster, two_agent_data
+):
+    algo = _build("marwil", two_agent_data, num_learners=0).build_algo()
+    try:
+        batch = algo.offline_data.sample(num_samples=256)
+        assert algo.offline_data.mode == "in_memory"
+        assert set(batch.policy_batches) == {"p0", "p1"}
+        index = _index_steps(two_agent_data)
+        for module_id, agent_id in (("p0", 0), ("p1", 1)):
+            rows = batch.policy_batches[module_id]
+            observations = _numpy(rows[Columns.OBS])
+            assert len(observations) == 256
+            returns = _numpy(rows[RETURNS_TO_BOOTSTRAP])
+            discounts = _numpy(rows[BOOTSTRAP_DISCOUNT])
+            for obs, to_go, discount in zip(observations, returns, discounts):
+                # Whole-episode returns (the default horizon): the recorded
+                # return-to-go of this agent's own episode at this step; a
+                # terminated agent's rows do not bootstrap.
+                matches = [
+                    (expected, terminated)
+                    for owner, expected, terminated in index[obs.tobytes()]
+                    if owner == agent_id
+                    and to_go == pytest.approx(expected, rel=1e-5, abs=1e-4)
+                ]
+                assert matches, (module_id, obs, to_go, index[obs.tobytes()])
+                if all(terminated for _, terminated in matches):
+                    assert discount == 0.0
+        before = {m: algo.get_module(m).state_dict() for m in ("p0", "p1")}
+        before = {
+            m: {k: v.clone() for k, v in state.items()} for m, state in before.items()
+        }
+        learners = algo.train()["learners"]
+        for module_id in ("p0", "p1"):
+            assert math.isfinite(learners[module_id]["policy_loss"])
+            assert math.isfinite(learners[module_id]["vf_loss"])
+            after = algo.get_module(module_id).state_dict()
+            changed = [not torch.equal(before[module_id][k], after[k]) for k in after]
+            assert any(changed), module_id
+    finally:
+        algo.stop()
+        del algo
+        gc.collect()
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_bc_with_a_remote_learner_trains_both_modules(ray_cluster, two_agent_data):
+    algo = _build("bc", two_agent_data, num_learners=1).build_algo()
+    try:
+        learners = algo.train()["learners"]
+        assert algo.offline_data.mode == "in_memory"
+        for module_id in ("p0", "p1"):
+            assert math.isfinite(learners[module_id]["policy_loss"])
+            assert learners[module_id]["num_module_steps_trained"] == 2 * 256
+    finally:
+        algo.stop()
+        del algo
+        gc.collect()
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_two_learners_each_train_both_modules_on_their_own_shard(
+    ray_cluster, two_agent_data
+):
+    algo = _build("bc", two_agent_data, num_learners=2).build_algo()
+    try:
+        learners = algo.train()["learners"]
+        shards = algo.offline_data.shards(2)
+        ids = [{i for block in shard.blocks() for i in block.ids} for shard in shards]
+        assert not ids[0] & ids[1]
+        for shard in shards:
+            assert {block.module_id for block in shard.blocks()} == {"p0", "p1"}
+        for module_id in ("p0", "p1"):
+            assert math.isfinite(learners[module_id]["policy_loss"])
+            # Both Learners' rows: 2 updates x 256 rows x 2 Learners.
+            assert learners[module_id]["num_module_steps_trained"] == 2 * 256 * 2
+    finally:
+        algo.stop()
+        del algo
+        gc.collect()
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_marwil_trains_on_what_the_multi_agent_recorder_wrote(ray_cluster, tmp_path):
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.offline.offline_multi_agent_env_runner import (
+        OfflineMultiAgentEnvRunner,
+    )
+
+    recording = (
+        PPOConfig()
+        .environment(example.MultiAgentCartPole, env_config={"num_agents": 2})
+        .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=example.module_of_agent)
+        .debugging(seed=1)
+        .offline_data(output=str(tmp_path), output_write_episodes=True)
+    )
+    runner = OfflineMultiAgentEnvRunner(config=recording, worker_index=1)
+    sampled = sum(
+        len(chunk) for _ in range(4) for chunk in runner.sample(num_timesteps=100)
+    )
+    runner.stop()
+    recorded = list(read_episodes(tmp_path))
+    assert sum(len(e) for e in recorded) == sampled
+    algo = _build("marwil", tmp_path, num_learners=0).build_algo()
+    try:
+        learners = algo.train()["learners"]
+        for module_id in ("p0", "p1"):
+            assert math.isfinite(learners[module_id]["vf_loss"])
+            assert learners[module_id]["num_module_steps_trained"] == 2 * 256
+    finally:
+        algo.stop()
+        del algo
+        gc.collect()
+
+
+def test_a_shard_without_one_module_is_refused():
+    from rllib.offline.episode_store import EpisodeStore
+
+    store = EpisodeStore([], refs=[None, None, None], size_refs=[])
+    store._sizes = [
+        {"timesteps": 100, "episodes": 2, "nbytes": 1, "modules": ["p0", "p1"]},
+        {"timesteps": 90, "episodes": 2, "nbytes": 1, "modules": ["p0"]},
+        {"timesteps": 5, "episodes": 1, "nbytes": 1, "modules": ["p0"]},
+    ]
+    with pytest.raises(ValueError, match=r"Learner 1 without data for module\(s\)"):
+        store.shards(2)
+    assert len(store.shards(1)) == 1
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_unknown_module_and_over_budget_data_fail_clearly(ray_cluster, two_agent_data):
+    config = _build("bc", two_agent_data, num_learners=0).multi_agent(
+        policies={"p0", "p1"}, policy_mapping_fn=lambda agent_id, *a, **k: "p2"
+    )
+    with pytest.raises(ValueError, match="maps the recorded agent `0` to module `p2`"):
+        config.build_algo()
+    config = _build("bc", two_agent_data, num_learners=0).learners(
+        learner_config_dict={MEMORY_BUDGET_KEY: 0}
+    )
+    algo = config.build_algo()
+    try:
+        with pytest.raises(ValueError, match="reads recorded episodes into memory"):
+            algo.train()
+    finally:
+        algo.stop()
+        del algo
+        gc.collect()
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))
