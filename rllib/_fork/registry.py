@@ -39,6 +39,7 @@ NEW_MODULES = (
     "rllib.offline.episode_conversion",
     "rllib.offline.episodes",
     "rllib.offline.minari_io",
+    "rllib.offline.offline_multi_agent_env_runner",
 )
 
 
