@@ -42,6 +42,12 @@ EXAMPLES = {
         r"ppo-recording: \d+ whole episodes in \d+ file\(s\)",
         r"env-runner-recording: 10 whole episodes in 1 file\(s\)",
     ],
+    "external_episodes_multi_agent.py": [
+        r"Wrote 10 two-agent episodes to 2 files\.",
+        r"Recorded agents: \[0, 1\]",
+        r"Mean return per agent: \{0: \d+\.\d+, 1: \d+\.\d+\}",
+        r"BC loss per module: \{'p0': \d+\.\d+, 'p1': \d+\.\d+\}",
+    ],
     "external_episodes_errors.py": [r"=== not-done"],
 }
 
