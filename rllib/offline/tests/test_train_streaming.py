@@ -93,9 +93,10 @@ def test_bc_learns_through_the_streaming_columnar_path(ray_cluster, tmp_path):
     )
     algo = config.build_algo()
     try:
+        # The untrained policy's fit (NLL about 0.7, accuracy about 0.5).
+        accuracy_before, nll_before = _learner_fit(algo, observations, actions)
         algo.train()
         assert algo.offline_data.mode == "streaming"
-        accuracy_before, nll_before = _learner_fit(algo, observations, actions)
         losses = []
         for _ in range(4):
             result = algo.train()
@@ -106,11 +107,13 @@ def test_bc_learns_through_the_streaming_columnar_path(ray_cluster, tmp_path):
         del algo
         gc.collect()  # Drop Ray Data iterators while Ray is still up.
 
-    # The loss of single updates is noisy (0.30 to 0.39 within one run), so
-    # the fit is measured on every recorded state instead.
+    # The loss of single updates is noisy (0.30 to 0.39 within one run), and
+    # after the first 10 updates the fit moves little (NLL 0.36 -> 0.37 in
+    # one run), so the fit on every recorded state is compared with the
+    # untrained policy's.
     assert np.all(np.isfinite(losses)), losses
-    assert nll_after < nll_before, (nll_before, nll_after)
-    # Untrained ~0.4-0.5; after 40 updates ~0.75-0.85 on either path (the
+    assert nll_after < nll_before - 0.1, (nll_before, nll_after, accuracy_before)
+    # Untrained ~0.4-0.5; after 50 updates ~0.75-0.85 on either path (the
     # general path with the same settings: 0.49 -> 0.77).
     assert accuracy_after > 0.7 and accuracy_after > accuracy_before, (
         accuracy_before,
