@@ -24,6 +24,7 @@ import copy
 import dataclasses
 import logging
 import uuid
+from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
 import pyarrow.fs as pa_fs
@@ -234,6 +235,52 @@ class EpisodeRecorder:
         # Episodes written in segments: id -> number of the next segment.
         self._segments: Dict[str, int] = {}
         self._warned_long_episode = False
+
+    @classmethod
+    def for_env_runner(
+        cls,
+        runner: Any,
+        *,
+        observation_space: Optional[Any],
+        action_space: Optional[Any],
+        filesystem: Optional[Any],
+        logger: logging.Logger,
+    ) -> "EpisodeRecorder":
+        """The recorder of an EnvRunner with `output` set in its config.
+
+        Files go to `<config.output>/<runner.subdir_path>/` (None without an
+        env); runs are named after the runner's `worker_index` (0 for a
+        runner built without one: upstream would name it `run-00None`).
+
+        Args:
+            runner: The EnvRunner (its `config`, `env`, `subdir_path` and
+                `worker_index` are read).
+            observation_space: Recorded in the files (a dict by agent id for
+                multi-agent episodes).
+            action_space: Same for actions.
+            filesystem: The output filesystem (None: from the path).
+            logger: Where the recorder logs.
+
+        Raises:
+            ValueError: If a setting in `config.output_config` is invalid.
+        """
+        config = runner.config
+        directory = None
+        if runner.env:
+            directory = (Path(config.output) / runner.subdir_path).as_posix()
+        return cls(
+            directory,
+            run_names=RunNames(f"run-{runner.worker_index or 0:06d}"),
+            observation_space=observation_space,
+            action_space=action_space,
+            settings=RecorderSettings.from_config(config),
+            max_rows_per_file=config.output_max_rows_per_file,
+            write_remaining_data=config.output_write_remaining_data,
+            write_method=config.output_write_method,
+            write_method_kwargs=config.output_write_method_kwargs,
+            filesystem=filesystem,
+            logger=logger,
+        )
 
     def record(
         self,

@@ -41,8 +41,6 @@ from ray.util.annotations import PublicAPI
 # `RecorderSettings` is public through this module too.
 from rllib.offline.episode_recorder import (
     EpisodeRecorder,
-    RecorderSettings,
-    RunNames,
 )
 
 logger = logging.getLogger(__name__)
@@ -75,28 +73,16 @@ class OfflineSingleAgentEnvRunner(_upstream.OfflineSingleAgentEnvRunner):
     @override(_upstream.OfflineSingleAgentEnvRunner)
     def __init__(self, *, config: AlgorithmConfig, **kwargs):
         super().__init__(config=config, **kwargs)
-        # Upstream names the directories of a runner built without
-        # `worker_index` `run-00None-...`; such a runner is the local one.
-        self.worker_path = f"run-{self.worker_index or 0:06d}"
-        self.recorder_settings = RecorderSettings.from_config(self.config)
-        self._run_names = RunNames(self.worker_path)
-        self.episode_recorder = EpisodeRecorder(
-            (
-                (Path(self.output_path) / self.subdir_path).as_posix()
-                if self.env
-                else None
-            ),
-            run_names=self._run_names,
+        self.episode_recorder = EpisodeRecorder.for_env_runner(
+            self,
             observation_space=getattr(self.env, "single_observation_space", None),
             action_space=getattr(self.env, "single_action_space", None),
-            settings=self.recorder_settings,
-            max_rows_per_file=self.output_max_rows_per_file,
-            write_remaining_data=self.write_remaining_data,
-            write_method=self.output_write_method,
-            write_method_kwargs=self.output_write_method_kwargs,
             filesystem=self.filesystem_object,
             logger=logger,
         )
+        self.recorder_settings = self.episode_recorder.settings
+        self._run_names = self.episode_recorder.run_names
+        self.worker_path = self._run_names.worker_path
 
     @property
     def _running_episodes(self):

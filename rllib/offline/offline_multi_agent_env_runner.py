@@ -19,7 +19,6 @@ multi-agent config with `output` set and no `env_runner_cls` of its own.
 """
 
 import logging
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import gymnasium as gym
@@ -32,8 +31,6 @@ from ray.util.annotations import PublicAPI
 
 from rllib.offline.episode_recorder import (
     EpisodeRecorder,
-    RecorderSettings,
-    RunNames,
     output_filesystem,
 )
 
@@ -91,31 +88,20 @@ class OfflineMultiAgentEnvRunner(MultiAgentEnvRunner):
         self.episodes_to_numpy = False
         self.output_path = self.config.output
         self.subdir_path = self._get_subdir_path() if self.env else None
-        # A runner built without `worker_index` is the local one.
-        self.worker_path = f"run-{self.worker_index or 0:06d}"
         # Counts `sample()` calls (and the final write at `stop()`).
         self._sample_counter = 0
-        self.recorder_settings = RecorderSettings.from_config(self.config)
-        self._run_names = RunNames(self.worker_path)
-        self.episode_recorder = EpisodeRecorder(
-            (
-                (Path(self.output_path) / self.subdir_path).as_posix()
-                if self.env
-                else None
-            ),
-            run_names=self._run_names,
+        self.episode_recorder = EpisodeRecorder.for_env_runner(
+            self,
             observation_space=_agent_spaces(
                 getattr(self.env, "single_observation_spaces", None)
             ),
             action_space=_agent_spaces(getattr(self.env, "single_action_spaces", None)),
-            settings=self.recorder_settings,
-            max_rows_per_file=self.config.output_max_rows_per_file,
-            write_remaining_data=self.config.output_write_remaining_data,
-            write_method=self.config.output_write_method,
-            write_method_kwargs=self.config.output_write_method_kwargs,
             filesystem=output_filesystem(self.config),
             logger=logger,
         )
+        self.recorder_settings = self.episode_recorder.settings
+        self._run_names = self.episode_recorder.run_names
+        self.worker_path = self._run_names.worker_path
 
     def _get_subdir_path(self) -> str:
         """The env's directory name, as upstream's single-agent recorder names it.
