@@ -6,14 +6,16 @@ straight into arrays, without building a `SingleAgentEpisode` (whose
 `from_state` spends most of its time rebuilding gymnasium spaces).
 `episode_columns_from_episode` does the same for an episode object.
 `decode_module_columns` serves both kinds of rows: a `MultiAgentEpisode`
-becomes one `EpisodeColumns` per agent, each labeled with the module the
-training config's `policy_mapping_fn` maps the agent to.
+becomes one `EpisodeColumns` per agent (each agent's data is stored in the
+single-agent layout, so the same fast path decodes it), labeled with the
+module the training config's `policy_mapping_fn` maps the agent to.
 
 Only what the train batch can contain is kept: observations, actions,
 rewards and the done flags. Infos and recorded extra model outputs are
 dropped, as upstream's prelearner sampling drops them.
 """
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -23,12 +25,14 @@ import msgpack_numpy as mnp
 import numpy as np
 import tree
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.offline.episode_writer import decompress_payload
+from ray.rllib.utils.serialization import gym_space_from_dict
 from ray.rllib.utils.spaces.space_utils import batch
 
 from rllib.env.utils.infinite_lookback_buffer import restore_space_structure
-from rllib.offline.multi_agent_episode_state import is_multi_agent_state
+from rllib.offline.multi_agent_episode_state import agent_key, is_multi_agent_state
 from rllib.utils.postprocessing.bootstrapped_returns import returns_to_go
 
 
@@ -222,8 +226,9 @@ def decode_module_columns(
             a dict of spaces by agent id.
         action_space: Same for actions.
         policy_mapping_fn: `(agent_id, episode) -> module_id` for multi-agent
-            rows, called with the decoded `MultiAgentEpisode`; None maps
-            every agent to the default module.
+            rows, called with the row's `MultiAgentEpisode` (built only if
+            the function uses more than its `id_`); None maps every agent to
+            the default module.
     """
     state = msgpack.unpackb(decompress_payload(payload), strict_map_key=False)
     if not is_multi_agent_state(state):
@@ -231,20 +236,29 @@ def decode_module_columns(
             state, observation_space=observation_space, action_space=action_space
         )
         return [(DEFAULT_MODULE_ID, columns)]
-    from ray.rllib.offline.episode_reader import decode_episode
-
-    episode = decode_episode(
-        payload, observation_space=observation_space, action_space=action_space
+    episode = _EpisodeOnFirstUse(
+        state["id_"],
+        lambda: _decode_multi_agent_episode(payload, observation_space, action_space),
     )
+    episode_done = bool(state["is_terminated"] or state["is_truncated"])
     pairs = []
-    for agent_id, agent_episode in episode.agent_episodes.items():
-        if len(agent_episode) == 0:
+    for agent_id, agent_state in state["agent_episodes"]:
+        agent_id = agent_key(agent_id)
+        columns = episode_columns_from_state(
+            agent_state,
+            observation_space=_agent_space(
+                observation_space, agent_id, agent_state["_observation_space"]
+            ),
+            action_space=_agent_space(
+                action_space, agent_id, agent_state["_action_space"]
+            ),
+        )
+        if len(columns) == 0:
             continue
-        columns = episode_columns_from_episode(agent_episode)
-        columns.id_ = f"{episode.id_}/{agent_id}"
-        if not columns.is_done and episode.is_done:
-            columns.is_terminated = episode.is_terminated
-            columns.is_truncated = not episode.is_terminated
+        columns.id_ = f"{state['id_']}/{agent_id}"
+        if not columns.is_done and episode_done:
+            columns.is_terminated = bool(state["is_terminated"])
+            columns.is_truncated = not columns.is_terminated
         module_id = (
             policy_mapping_fn(agent_id, episode)
             if policy_mapping_fn is not None
@@ -252,6 +266,70 @@ def decode_module_columns(
         )
         pairs.append((module_id, columns))
     return pairs
+
+
+def _agent_space(
+    spaces: Optional[Dict[Any, gym.Space]], agent_id: Any, recorded: Optional[dict]
+) -> Optional[gym.Space]:
+    """The space that restores an agent's Tuple data: given, else recorded.
+
+    Only Tuple and Dict spaces change how rows come back, so only those are
+    rebuilt from the row's serialized copy (once per distinct space).
+    """
+    space = (spaces or {}).get(agent_id)
+    if space is not None or not recorded:
+        return space
+    if recorded.get("space") not in ("tuple", "dict"):
+        return None
+    return _space_from_packed(msgpack.packb(recorded))
+
+
+@functools.lru_cache(maxsize=64)
+def _space_from_packed(packed: bytes) -> gym.Space:
+    return gym_space_from_dict(msgpack.unpackb(packed, strict_map_key=False))
+
+
+def _decode_multi_agent_episode(payload, observation_space, action_space):
+    from ray.rllib.offline.episode_reader import decode_episode
+
+    return decode_episode(
+        payload, observation_space=observation_space, action_space=action_space
+    )
+
+
+class _EpisodeOnFirstUse:
+    """The `MultiAgentEpisode` of a row, as `policy_mapping_fn` receives it.
+
+    Most mapping functions look only at the agent id (or the episode's
+    `id_`), so the episode object, a second and slower decode of the row, is
+    built the first time the function touches anything else. It passes
+    `isinstance(episode, MultiAgentEpisode)`.
+    """
+
+    __slots__ = ("id_", "_build", "_episode")
+
+    def __init__(self, id_: str, build: Callable[[], MultiAgentEpisode]):
+        self.id_ = id_
+        self._build = build
+        self._episode = None
+
+    def _materialized(self) -> MultiAgentEpisode:
+        if self._episode is None:
+            self._episode = self._build()
+        return self._episode
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._materialized(), name)
+
+    def __len__(self) -> int:
+        return len(self._materialized())
+
+    def __repr__(self) -> str:
+        return repr(self._materialized())
+
+    @property
+    def __class__(self):
+        return MultiAgentEpisode
 
 
 def episode_columns_from_episode(episode: SingleAgentEpisode) -> EpisodeColumns:

@@ -83,13 +83,14 @@ def default_module_for(agent_id: Any, episode: Any) -> str:
     return DEFAULT_MODULE_ID
 
 
-def _agent_key(agent_id: Any) -> Any:
+def agent_key(agent_id: Any) -> Any:
+    """An agent id as stored, back in its type."""
     # msgpack gives str keys back as str; only bytes need decoding.
     return agent_id.decode() if isinstance(agent_id, bytes) else agent_id
 
 
 def _mapping(pairs: Optional[list], value=lambda v: v, factory=None) -> Dict:
-    items = {_agent_key(key): value(item) for key, item in (pairs or [])}
+    items = {agent_key(key): value(item) for key, item in (pairs or [])}
     return defaultdict(factory, items) if factory is not None else items
 
 
@@ -129,7 +130,7 @@ def upstream_state(
         "is_terminated": state["is_terminated"],
         "is_truncated": state["is_truncated"],
         "agent_episodes": [
-            [_agent_key(agent_id), agent_state]
+            [agent_key(agent_id), agent_state]
             for agent_id, agent_state in state["agent_episodes"]
         ],
         "_start_time": state["start_time"],

@@ -11,14 +11,19 @@ import numpy as np
 import pytest
 import torch
 from ray.rllib.core.columns import Columns
-from ray.rllib.offline.episode_reader import read_episodes
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+from ray.rllib.offline.episode_reader import decode_episode, read_episodes
 from ray.rllib.offline.episode_writer import encode_episode, write_episodes
 
 from rllib.examples.offline_rl import train_multi_agent_offline as example
 from rllib.examples.offline_rl.scripted_cartpole import record_multi_agent_episodes
-from rllib.offline.episode_columns import decode_module_columns
+from rllib.offline.episode_columns import (
+    decode_module_columns,
+    episode_columns_from_episode,
+)
 from rllib.offline.offline_data import MEMORY_BUDGET_KEY
-from rllib.offline.tests.episode_factory import make_multi_agent_episode
+from rllib.offline.tests.episode_factory import AGENT_SPACES, make_multi_agent_episode
+from rllib.offline.tests.test_episode_writer import assert_same_tree
 from rllib.utils.postprocessing.bootstrapped_returns import (
     BOOTSTRAP_DISCOUNT,
     RETURNS_TO_BOOTSTRAP,
@@ -60,6 +65,88 @@ def test_each_agent_becomes_columns_of_its_module():
     assert {m for m, _ in decode_module_columns(encode_episode(episode))} == {
         "default_policy"
     }
+
+
+def _columns_through_the_episode_object(payload, observation_space, action_space):
+    """The slow reference: rebuild the episode, then read each agent's data."""
+    episode = decode_episode(
+        payload, observation_space=observation_space, action_space=action_space
+    )
+    found = {}
+    for agent_id, agent_episode in episode.agent_episodes.items():
+        if len(agent_episode):
+            columns = episode_columns_from_episode(agent_episode)
+            if not columns.is_done:
+                columns.is_terminated = episode.is_terminated
+                columns.is_truncated = not episode.is_terminated
+            found[agent_id] = columns
+    return found
+
+
+@pytest.mark.parametrize("truncated", [True, False])
+@pytest.mark.parametrize("numpy_ized", [False, True])
+@pytest.mark.parametrize("spaces_given", [False, True])
+def test_agent_columns_equal_those_of_the_rebuilt_episode(
+    truncated, numpy_ized, spaces_given
+):
+    """Per-agent columns decode straight from the row, as from the episode."""
+    episode = make_multi_agent_episode(length=7, truncated=truncated)
+    if numpy_ized:
+        episode = episode.to_numpy()
+    spaces = {agent: space for agent, space in AGENT_SPACES.items()}
+    observation_space = (
+        {agent: s[0] for agent, s in spaces.items()} if spaces_given else None
+    )
+    action_space = (
+        {agent: s[1] for agent, s in spaces.items()} if spaces_given else None
+    )
+    payload = encode_episode(episode)
+    expected = _columns_through_the_episode_object(
+        payload, observation_space, action_space
+    )
+    pairs = decode_module_columns(
+        payload,
+        observation_space=observation_space,
+        action_space=action_space,
+        policy_mapping_fn=lambda agent_id, ep: f"m{agent_id}",
+    )
+    assert len(pairs) == len(expected) == 3
+    for module_id, columns in pairs:
+        agent_id = columns.id_.split("/", 1)[1]
+        agent_id = int(agent_id) if agent_id.isdigit() else agent_id
+        assert module_id == f"m{agent_id}"
+        reference = expected[agent_id]
+        assert_same_tree(columns.observations, reference.observations, "obs")
+        assert_same_tree(columns.actions, reference.actions, "actions")
+        assert_same_tree(columns.rewards, reference.rewards, "rewards")
+        assert (columns.is_terminated, columns.is_truncated) == (
+            reference.is_terminated,
+            reference.is_truncated,
+        )
+    # Agent 7's Tuple observations and actions come back as tuples.
+    seven = next(c for _, c in pairs if c.id_.endswith("/7"))
+    assert isinstance(seven.observations, tuple)
+    assert isinstance(seven.actions, tuple)
+
+
+def test_mapping_function_gets_the_episode_it_asks_for():
+    """A mapping that reads the episode gets the real one (recorded mapping)."""
+    episode = make_multi_agent_episode(length=5)
+    seen = []
+
+    def mapping(agent_id, ep):
+        seen.append(ep)
+        assert isinstance(ep, MultiAgentEpisode)
+        assert ep.id_ == episode.id_
+        return ep.module_for(agent_id) if agent_id == "scout" else "other"
+
+    pairs = decode_module_columns(encode_episode(episode), policy_mapping_fn=mapping)
+    modules = {columns.id_.split("/", 1)[1]: m for m, columns in pairs}
+    assert modules == {"scout": "p_scout", "7": "other", "late": "other"}
+    assert len(seen) == 3 and len(seen[0]) == len(episode)
+    assert seen[0].env_t_to_agent_t["late"].data == (
+        episode.env_t_to_agent_t["late"].data
+    )
 
 
 @pytest.fixture(scope="module")
