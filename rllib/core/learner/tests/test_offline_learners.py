@@ -149,23 +149,27 @@ def test_offline_evaluation_of_marwil(ray_cluster, episode_dir):
     assert np.isfinite(losses["vf_loss"])
 
 
-@pytest.mark.ray
-@pytest.mark.timeout(400)
-def test_online_ppo_with_two_learners(ray_cluster):
-    """With two Learners each module is DDP-wrapped; GAE must unwrap it."""
+def _train_online_ppo(config):
+    """One `train()` of PPO on CartPole (small model, one epoch); its results."""
     config = (
-        PPOConfig()
-        .environment("CartPole-v1")
-        .env_runners(num_env_runners=0)
-        .learners(num_learners=2)
+        config.env_runners(num_env_runners=0)
         .training(train_batch_size_per_learner=256, minibatch_size=128, num_epochs=1)
         .rl_module(model_config={"fcnet_hiddens": [16]})
     )
     algo = config.build_algo()
     try:
-        results = algo.train()
+        return algo.train()
     finally:
         algo.stop()
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(400)
+def test_online_ppo_with_two_learners(ray_cluster):
+    """With two Learners each module is DDP-wrapped; GAE must unwrap it."""
+    results = _train_online_ppo(
+        PPOConfig().environment("CartPole-v1").learners(num_learners=2)
+    )
     stats = results["learners"][DEFAULT_MODULE_ID]
     assert np.isfinite(stats["vf_loss"]) and np.isfinite(stats["policy_loss"])
 
@@ -179,23 +183,15 @@ def test_online_multi_agent_ppo(ray_cluster, num_learners):
     (Two Learners are not tried: in ray 2.60 multi-agent PPO with two Learners
     stalls with and without the fork.)
     """
-    config = (
+    results = _train_online_ppo(
         PPOConfig()
         .environment(MultiAgentCartPole, env_config={"num_agents": 2})
-        .env_runners(num_env_runners=0)
         .multi_agent(
             policies={"p0", "p1"},
             policy_mapping_fn=lambda agent_id, episode, **kwargs: f"p{agent_id}",
         )
         .learners(num_learners=num_learners)
-        .training(train_batch_size_per_learner=256, minibatch_size=128, num_epochs=1)
-        .rl_module(model_config={"fcnet_hiddens": [16]})
     )
-    algo = config.build_algo()
-    try:
-        results = algo.train()
-    finally:
-        algo.stop()
     for module_id in ("p0", "p1"):
         stats = results["learners"][module_id]
         assert np.isfinite(stats["vf_loss"]) and np.isfinite(stats["policy_loss"])
