@@ -17,11 +17,11 @@ recorded episodes (`input_read_episodes=True`) it
   prelearner, a stateful module, another read method). The log says which
   mode runs and why.
 
-Recorded `MultiAgentEpisode`s train in memory: each agent's episode goes to
-the module `config.multi_agent(policy_mapping_fn=...)` maps it to, and each
-Learner samples every module's batch from that module's episodes. They do
-not stream (RLlib's prelearner has no multi-agent support); data over the
-budget fails with a message that says so.
+Recorded `MultiAgentEpisode`s: each agent's episode goes to the module
+`config.multi_agent(policy_mapping_fn=...)` maps it to, and every module's
+batch is sampled from that module's episodes: on each Learner in memory, or
+in the fork's prelearner when streaming (`num_learners` 0 or 1; upstream's
+prelearner has no multi-agent support).
 
 The memory budget is `config.learners(learner_config_dict=
 {"offline_data_memory_budget": bytes})`; by default half of the cluster's
@@ -162,7 +162,7 @@ class OfflineData(_upstream.OfflineData):
             observation_space=observation_space,
             action_space=action_space,
             min_ranges=max(1, self.config.num_learners),
-            policy_mapping_fn=_agent_to_module_fn(self.config),
+            policy_mapping_fn=agent_to_module_fn(self.config),
         )
 
     @property
@@ -224,16 +224,36 @@ class OfflineData(_upstream.OfflineData):
             )
             self._store = None
         if self.config.is_multi_agent and self.config.input_read_episodes:
-            raise ValueError(
-                "Multi-agent offline training reads recorded episodes into "
-                f"memory, and cannot here: {reason}. RLlib's streaming pipeline "
-                "has no multi-agent support. Raise "
-                f"`config.learners(learner_config_dict={{{MEMORY_BUDGET_KEY!r}: "
-                "<bytes>})` (or give the cluster more object store memory), or "
-                "train on a part of the episodes."
-            )
+            self._check_multi_agent_streaming(reason)
         logger.info("rllib-fork: offline data streams through Ray Data: %s.", reason)
         return "streaming"
+
+    def _check_multi_agent_streaming(self, reason: str) -> None:
+        """Raises unless the fork's prelearner can stream multi-agent episodes.
+
+        Its columnar path builds each module's batch; upstream's prelearner
+        (custom classes built on it, stateful modules) has no multi-agent
+        support. With several Learners every Learner must get every module's
+        batch at every update (DDP), which only the in-memory shards ensure.
+        """
+        prelearner_class = self.config.prelearner_class or OfflinePreLearner
+        blocker = None
+        if not issubclass(prelearner_class, OfflinePreLearner):
+            blocker = f"`prelearner_class` {prelearner_class} is not the fork's"
+        elif self._stateful_module_reason():
+            blocker = self._stateful_module_reason()
+        elif self.config.num_learners > 1:
+            blocker = f"`num_learners={self.config.num_learners}` (0 or 1 stream)"
+        if blocker is None:
+            return
+        raise ValueError(
+            f"Multi-agent episodes cannot be held in memory here ({reason}) and "
+            f"cannot stream either: {blocker}. Raise "
+            f"`config.learners(learner_config_dict={{{MEMORY_BUDGET_KEY!r}: "
+            "<bytes>})` (or give the cluster more object store memory), train on "
+            "a part of the episodes, or stream with the fork's `OfflinePreLearner`, "
+            "a stateless module and `num_learners` 0 or 1."
+        )
 
     def _stateful_module_reason(self) -> Optional[str]:
         """Stateful modules train on sequences: upstream's sampler serves them."""
@@ -392,7 +412,7 @@ def take_recorded_agent_spaces(config) -> None:
     spaces = list_input_episodes(config)[2]
     if not all(isinstance(space, dict) for space in spaces):
         return
-    mapping_fn = _agent_to_module_fn(config)
+    mapping_fn = agent_to_module_fn(config)
     found: Dict[str, Tuple[Any, Any, Any]] = {}
     for agent_id in {*spaces[0], *spaces[1]}:
         try:
@@ -450,7 +470,7 @@ def take_recorded_agent_spaces(config) -> None:
         )
 
 
-def _agent_to_module_fn(config):
+def agent_to_module_fn(config):
     """The config's `policy_mapping_fn` for multi-agent data, else None.
 
     RLlib's old-stack default needs a `worker` argument; it maps every agent

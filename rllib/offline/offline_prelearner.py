@@ -20,13 +20,20 @@ directly.
   its live module (`compute_value_targets=False`); called directly, the
   prelearner computes them with its own module, as upstream's batches carry
   them.
-- Stateful modules and custom prelearner buffers keep upstream's path.
+- Multi-agent episodes: each agent's steps go to the buffer of the module
+  `config.multi_agent(policy_mapping_fn=...)` maps it to, and every module
+  with data gets a batch of `train_batch_size_per_learner` rows (upstream's
+  prelearner has no multi-agent support).
+- Stateful modules and custom prelearner buffers keep upstream's path
+  (single-agent only).
 """
 
 import logging
 from typing import Any, Callable, Dict, List, Optional
 
+import gymnasium as gym
 import numpy as np
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
 from ray.rllib.offline import offline_prelearner as _upstream
@@ -41,7 +48,11 @@ from ray.util.annotations import PublicAPI
 from rllib._fork.cluster_check import ForkStamp, check_fork
 from rllib.connectors.learner.general_advantage_estimation import find_gae_piece
 from rllib.core.learner.value_targets import add_value_targets_to_batch
-from rllib.offline.episode_columns import EpisodeColumns, decode_episode_columns
+from rllib.offline.episode_columns import (
+    EpisodeColumns,
+    decode_episode_columns,
+    decode_module_columns,
+)
 from rllib.offline.transition_batch_builder import (
     make_batch_builder,
     pieces_for_offline_batches,
@@ -99,6 +110,8 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         super().__init__(*args, **kwargs)
         self.compute_value_targets = compute_value_targets
         self.columnar_buffer: Optional[ColumnarEpisodeBuffer] = None
+        # Multi-agent data: one buffer per module, made as modules appear.
+        self.module_buffers: Dict[str, ColumnarEpisodeBuffer] = {}
         self._batch_builder = None
         self._rows_carry_value_target_inputs = False
         if find_gae_piece(self._learner_connector) is not None:
@@ -128,6 +141,12 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         if not self.config.input_read_episodes:
             return
         reason = self._columnar_path_blocker()
+        if reason is not None and self.config.is_multi_agent:
+            raise ValueError(
+                "Multi-agent episodes stream only through the fork's columnar "
+                f"path, which cannot run here: {reason}. Hold the episodes in "
+                "memory instead (`learner_config_dict['offline_data_memory_budget']`)."
+            )
         if reason is not None:
             log_once(
                 "rllib-fork: the OfflinePreLearner samples episode objects "
@@ -151,13 +170,12 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
     def _columnar_path_blocker(self) -> Optional[str]:
         """Why episodes cannot be sampled as columns, or None if they can."""
         config = self.config
-        if config.is_multi_agent:
-            return "multi-agent config"
         if self._module.is_stateful():
             return "the module is stateful"
         if config.prelearner_buffer_class not in (None, EpisodeReplayBuffer):
             return f"custom `prelearner_buffer_class` {config.prelearner_buffer_class}"
-        if self.observation_space is None:
+        if self.observation_space is None and not config.is_multi_agent:
+            # (Multi-agent rows restore structure from their recorded spaces.)
             return "no observation space given to the prelearner"
         for name in ("_postprocess_and_sample", "_validate_episodes"):
             if getattr(type(self), name) is not getattr(
@@ -186,16 +204,76 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
 
     def _columnar_batch(self, batch: Dict[str, np.ndarray]) -> Dict[str, Any]:
         """Decodes, buffers and samples episodes as arrays; builds the batch."""
-        self._add_to_columnar_buffer(self._decode_episode_columns(batch))
+        if self.config.is_multi_agent:
+            return self._multi_agent_columnar_batch(batch)
+        self._add_to_columnar_buffer(
+            self.columnar_buffer, self._decode_episode_columns(batch)
+        )
+        return self._sample_and_build(self.columnar_buffer, DEFAULT_MODULE_ID)
+
+    def _multi_agent_columnar_batch(
+        self, batch: Dict[str, np.ndarray]
+    ) -> Dict[str, Any]:
+        """Each module's batch from the buffered steps of the agents mapped to it.
+
+        Every module with buffered data gets `train_batch_size_per_learner`
+        rows, as the in-memory sampler gives (`EpisodeShardSampler`).
+        """
+        by_module: Dict[str, List[EpisodeColumns]] = {}
+        for pairs in self._decode_items(batch, self._decode_module_columns):
+            for module_id, columns in pairs:
+                by_module.setdefault(module_id, []).append(columns)
+        unknown = sorted(set(by_module) - set(self._module.keys()), key=repr)
+        if unknown:
+            raise ValueError(
+                f"The recorded episodes map agents to the module(s) {unknown} "
+                "(through `config.multi_agent(policy_mapping_fn=...)`), but the "
+                f"RLModule has only {sorted(self._module.keys(), key=repr)}. Map "
+                "every recorded agent to a module in "
+                "`config.multi_agent(policies=...)`."
+            )
+        for module_id, episodes in by_module.items():
+            if module_id not in self.module_buffers:
+                self.module_buffers[module_id] = ColumnarEpisodeBuffer(
+                    self.columnar_buffer.capacity
+                )
+            self._add_to_columnar_buffer(self.module_buffers[module_id], episodes)
+        module_batch = {}
+        for module_id, buffer in self.module_buffers.items():
+            module_batch.update(self._sample_and_build(buffer, module_id))
+        return module_batch
+
+    def _decode_module_columns(self, payload: bytes, **spaces) -> list:
+        def per_agent(space):
+            return dict(space.spaces) if isinstance(space, gym.spaces.Dict) else None
+
+        return decode_module_columns(
+            payload,
+            observation_space=per_agent(spaces.get("observation_space")),
+            action_space=per_agent(spaces.get("action_space")),
+            policy_mapping_fn=self._policy_mapping_fn,
+        )
+
+    @property
+    def _policy_mapping_fn(self) -> Optional[Callable]:
+        from rllib.offline.offline_data import agent_to_module_fn
+
+        return agent_to_module_fn(self.config)
+
+    def _sample_and_build(
+        self, buffer: ColumnarEpisodeBuffer, module_id: str
+    ) -> Dict[str, Any]:
         value_targets = None
         if self._rows_carry_value_target_inputs:
             value_targets = (self.config.gamma, self._value_horizon())
-        transitions = self.columnar_buffer.sample(
+        transitions = buffer.sample(
             self.config.train_batch_size_per_learner,
             n_step=self.config.get("n_step", 1),
             value_targets=value_targets,
         )
-        return self._batch_builder.build(transitions, rl_module=self._module)
+        return self._batch_builder.build(
+            transitions, rl_module=self._module, module_id=module_id
+        )
 
     def _value_horizon(self) -> Optional[int]:
         return self.config.learner_config_dict.get(HORIZON_KEY)
@@ -206,7 +284,9 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         """Decodes the `item` column; an undecodable row's error names it."""
         return self._decode_items(batch, decode_episode_columns)
 
-    def _add_to_columnar_buffer(self, episodes: List[EpisodeColumns]) -> None:
+    def _add_to_columnar_buffer(
+        self, buffer: ColumnarEpisodeBuffer, episodes: List[EpisodeColumns]
+    ) -> None:
         """Adds done episodes not yet held; any unfinished episode is an error.
 
         Raises:
@@ -222,7 +302,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
                     "`EpisodeWriter` checks this) or mark the last step "
                     "`truncated=True`."
                 )
-        self.columnar_buffer.add(episodes)
+        buffer.add(episodes)
 
     def _batch_to_episodes(
         self, batch: Dict[str, np.ndarray]

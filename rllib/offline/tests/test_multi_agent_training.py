@@ -8,12 +8,16 @@ import gc
 import math
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import torch
 from ray.rllib.core.columns import Columns
+from ray.rllib.env import INPUT_ENV_SPACES
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.offline.episode_reader import decode_episode, read_episodes
 from ray.rllib.offline.episode_writer import encode_episode, write_episodes
+from ray.rllib.offline.offline_prelearner import OfflinePreLearner
+from ray.rllib.utils import unflatten_dict
 
 from rllib.examples.offline_rl import train_multi_agent_offline as example
 from rllib.examples.offline_rl.scripted_cartpole import record_multi_agent_episodes
@@ -183,6 +187,29 @@ def _index_steps(data_dir):
     return index
 
 
+def _assert_each_agents_own_rows(module_batches, index):
+    """Module `p<i>` holds 256 steps of agent `i` only, with its own targets."""
+    for module_id, agent_id in (("p0", 0), ("p1", 1)):
+        rows = module_batches[module_id]
+        observations = _numpy(rows[Columns.OBS])
+        assert len(observations) == 256
+        returns = _numpy(rows[RETURNS_TO_BOOTSTRAP])
+        discounts = _numpy(rows[BOOTSTRAP_DISCOUNT])
+        for obs, to_go, discount in zip(observations, returns, discounts):
+            # Whole-episode returns (the default horizon): the recorded
+            # return-to-go of this agent's own episode at this step; a
+            # terminated agent's rows do not bootstrap.
+            matches = [
+                (expected, terminated)
+                for owner, expected, terminated in index[obs.tobytes()]
+                if owner == agent_id
+                and to_go == pytest.approx(expected, rel=1e-5, abs=1e-4)
+            ]
+            assert matches, (module_id, obs, to_go, index[obs.tobytes()])
+            if all(terminated for _, terminated in matches):
+                assert discount == 0.0
+
+
 def _build(algo, data_dir, **learners):
     config = example.build_config(algo, data_dir, updates_per_iteration=2)
     config = config.training(train_batch_size_per_learner=256, gamma=GAMMA)
@@ -199,26 +226,7 @@ def test_marwil_batches_hold_each_agents_own_rows_and_targets(
         batch = algo.offline_data.sample(num_samples=256)
         assert algo.offline_data.mode == "in_memory"
         assert set(batch.policy_batches) == {"p0", "p1"}
-        index = _index_steps(two_agent_data)
-        for module_id, agent_id in (("p0", 0), ("p1", 1)):
-            rows = batch.policy_batches[module_id]
-            observations = _numpy(rows[Columns.OBS])
-            assert len(observations) == 256
-            returns = _numpy(rows[RETURNS_TO_BOOTSTRAP])
-            discounts = _numpy(rows[BOOTSTRAP_DISCOUNT])
-            for obs, to_go, discount in zip(observations, returns, discounts):
-                # Whole-episode returns (the default horizon): the recorded
-                # return-to-go of this agent's own episode at this step; a
-                # terminated agent's rows do not bootstrap.
-                matches = [
-                    (expected, terminated)
-                    for owner, expected, terminated in index[obs.tobytes()]
-                    if owner == agent_id
-                    and to_go == pytest.approx(expected, rel=1e-5, abs=1e-4)
-                ]
-                assert matches, (module_id, obs, to_go, index[obs.tobytes()])
-                if all(terminated for _, terminated in matches):
-                    assert discount == 0.0
+        _assert_each_agents_own_rows(batch.policy_batches, _index_steps(two_agent_data))
         before = {m: algo.get_module(m).state_dict() for m in ("p0", "p1")}
         before = {
             m: {k: v.clone() for k, v in state.items()} for m, state in before.items()
@@ -325,18 +333,76 @@ def test_a_shard_without_one_module_is_refused():
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
-def test_unknown_module_and_over_budget_data_fail_clearly(ray_cluster, two_agent_data):
+def test_unknown_module_fails_clearly(ray_cluster, two_agent_data):
     config = _build("bc", two_agent_data, num_learners=0).multi_agent(
         policies={"p0", "p1"}, policy_mapping_fn=lambda agent_id, *a, **k: "p2"
     )
     with pytest.raises(ValueError, match="maps the recorded agent `0` to module `p2`"):
         config.build_algo()
-    config = _build("bc", two_agent_data, num_learners=0).learners(
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(400)
+def test_marwil_streams_each_agents_own_rows_and_targets(ray_cluster, two_agent_data):
+    """Over the memory budget the fork's prelearner builds every module's batch."""
+    algo = (
+        _build("marwil", two_agent_data, num_learners=0)
+        .learners(learner_config_dict={MEMORY_BUDGET_KEY: 0})
+        .build_algo()
+    )
+    try:
+        learners = algo.train()["learners"]
+        assert algo.offline_data.mode == "streaming"
+        for module_id in ("p0", "p1"):
+            assert math.isfinite(learners[module_id]["policy_loss"])
+            assert math.isfinite(learners[module_id]["vf_loss"])
+            assert learners[module_id]["num_module_steps_trained"] == 2 * 256
+        # What a streamed batch holds: each module only its agent's steps,
+        # each row its own value-target inputs.
+        prelearner = OfflinePreLearner(
+            config=algo.config,
+            spaces=algo.offline_data.spaces[INPUT_ENV_SPACES],
+            module_spec=algo.offline_data.module_spec,
+            compute_value_targets=False,
+        )
+        rows = pq.read_table(two_agent_data).to_pydict()
+        batch = unflatten_dict(prelearner({"item": np.array(rows["item"])}))
+        _assert_each_agents_own_rows(batch, _index_steps(two_agent_data))
+    finally:
+        algo.stop()
+        del algo
+        gc.collect()
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(400)
+def test_bc_streams_to_a_remote_learner(ray_cluster, two_agent_data):
+    algo = (
+        _build("bc", two_agent_data, num_learners=1)
+        .learners(learner_config_dict={MEMORY_BUDGET_KEY: 0})
+        .build_algo()
+    )
+    try:
+        learners = algo.train()["learners"]
+        assert algo.offline_data.mode == "streaming"
+        for module_id in ("p0", "p1"):
+            assert math.isfinite(learners[module_id]["policy_loss"])
+            assert learners[module_id]["num_module_steps_trained"] == 2 * 256
+    finally:
+        algo.stop()
+        del algo
+        gc.collect()
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_two_learners_do_not_stream_multi_agent_data(ray_cluster, two_agent_data):
+    config = _build("bc", two_agent_data, num_learners=2).learners(
         learner_config_dict={MEMORY_BUDGET_KEY: 0}
     )
     algo = config.build_algo()
     try:
-        with pytest.raises(ValueError, match="reads recorded episodes into memory"):
+        with pytest.raises(ValueError, match=r"cannot stream either: `num_learners=2`"):
             algo.train()
     finally:
         algo.stop()
