@@ -8,7 +8,11 @@ evaluation return reaches the threshold. Prints the iterations and wall time
 of each algorithm; exits non-zero if one does not pass in `--max-iterations`.
 
 python release/rllib_tests/offline/multi_agent_cartpole.py [--algos bc marwil]
-    [--num-learners 0] [--max-iterations 20]
+    [--num-learners 0] [--max-iterations 20] [--stream]
+
+`--stream` sets the memory budget to 0: the episodes stream through Ray Data
+and the fork's prelearner (one episode per prelearner call) instead of being
+held on the Learners.
 """
 
 import argparse
@@ -29,6 +33,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--eval-episodes", type=int, default=5)
     parser.add_argument("--epsilon", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--stream", action="store_true", help="Stream the episodes (budget 0)."
+    )
     parser.add_argument("--json", default=None, help="Write the results here.")
     return parser.parse_args(argv)
 
@@ -39,6 +46,7 @@ def run(args) -> list:
 
     import rllib
     from rllib.examples.offline_rl import train_multi_agent_offline as example
+    from rllib.offline.offline_data import MEMORY_BUDGET_KEY
 
     data_dir = tempfile.mkdtemp(prefix="release-offline-multi-agent-")
     files = example.record_and_write(
@@ -65,6 +73,14 @@ def run(args) -> list:
                 eval_episodes=args.eval_episodes,
                 seed=args.seed,
             )
+            if args.stream:
+                # One episode per prelearner call: with the read batch at its
+                # default (the train batch size) one call takes all 20 rows,
+                # so every update would start a new pass over the files (new
+                # Ray Data actors, seconds each).
+                config = config.learners(
+                    learner_config_dict={MEMORY_BUDGET_KEY: 0}
+                ).offline_data(input_read_batch_size=1)
             history = []
             for iteration, returns, elapsed in example.train(
                 config, args.max_iterations, stop_at=args.threshold
@@ -80,6 +96,7 @@ def run(args) -> list:
                 {
                     "algo": algo,
                     "num_learners": args.num_learners,
+                    "streamed": args.stream,
                     "passed": passed,
                     "threshold": args.threshold,
                     "iterations": len(history),
