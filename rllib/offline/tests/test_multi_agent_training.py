@@ -4,6 +4,7 @@ The data tests run without Ray; the training tests use the shared local Ray
 cluster (`ray_cluster` fixture) and RLlib's two-agent CartPole.
 """
 
+import contextlib
 import gc
 import math
 
@@ -210,6 +211,17 @@ def _assert_each_agents_own_rows(module_batches, index):
                 assert discount == 0.0
 
 
+@contextlib.contextmanager
+def _running(config):
+    """The algorithm built from `config`, stopped (and collected) afterwards."""
+    algo = config.build_algo()
+    try:
+        yield algo
+    finally:
+        algo.stop()
+        gc.collect()
+
+
 def _build(algo, data_dir, **learners):
     config = example.build_config(algo, data_dir, updates_per_iteration=2)
     config = config.training(train_batch_size_per_learner=256, gamma=GAMMA)
@@ -221,8 +233,7 @@ def _build(algo, data_dir, **learners):
 def test_marwil_batches_hold_each_agents_own_rows_and_targets(
     ray_cluster, two_agent_data
 ):
-    algo = _build("marwil", two_agent_data, num_learners=0).build_algo()
-    try:
+    with _running(_build("marwil", two_agent_data, num_learners=0)) as algo:
         batch = algo.offline_data.sample(num_samples=256)
         assert algo.offline_data.mode == "in_memory"
         assert set(batch.policy_batches) == {"p0", "p1"}
@@ -238,26 +249,17 @@ def test_marwil_batches_hold_each_agents_own_rows_and_targets(
             after = algo.get_module(module_id).state_dict()
             changed = [not torch.equal(before[module_id][k], after[k]) for k in after]
             assert any(changed), module_id
-    finally:
-        algo.stop()
-        del algo
-        gc.collect()
 
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_bc_with_a_remote_learner_trains_both_modules(ray_cluster, two_agent_data):
-    algo = _build("bc", two_agent_data, num_learners=1).build_algo()
-    try:
+    with _running(_build("bc", two_agent_data, num_learners=1)) as algo:
         learners = algo.train()["learners"]
         assert algo.offline_data.mode == "in_memory"
         for module_id in ("p0", "p1"):
             assert math.isfinite(learners[module_id]["policy_loss"])
             assert learners[module_id]["num_module_steps_trained"] == 2 * 256
-    finally:
-        algo.stop()
-        del algo
-        gc.collect()
 
 
 @pytest.mark.ray
@@ -265,8 +267,7 @@ def test_bc_with_a_remote_learner_trains_both_modules(ray_cluster, two_agent_dat
 def test_two_learners_each_train_both_modules_on_their_own_shard(
     ray_cluster, two_agent_data
 ):
-    algo = _build("bc", two_agent_data, num_learners=2).build_algo()
-    try:
+    with _running(_build("bc", two_agent_data, num_learners=2)) as algo:
         learners = algo.train()["learners"]
         shards = algo.offline_data.shards(2)
         ids = [{i for block in shard.blocks() for i in block.ids} for shard in shards]
@@ -277,10 +278,6 @@ def test_two_learners_each_train_both_modules_on_their_own_shard(
             assert math.isfinite(learners[module_id]["policy_loss"])
             # Both Learners' rows: 2 updates x 256 rows x 2 Learners.
             assert learners[module_id]["num_module_steps_trained"] == 2 * 256 * 2
-    finally:
-        algo.stop()
-        del algo
-        gc.collect()
 
 
 @pytest.mark.ray
@@ -305,16 +302,11 @@ def test_marwil_trains_on_what_the_multi_agent_recorder_wrote(ray_cluster, tmp_p
     runner.stop()
     recorded = list(read_episodes(tmp_path))
     assert sum(len(e) for e in recorded) == sampled
-    algo = _build("marwil", tmp_path, num_learners=0).build_algo()
-    try:
+    with _running(_build("marwil", tmp_path, num_learners=0)) as algo:
         learners = algo.train()["learners"]
         for module_id in ("p0", "p1"):
             assert math.isfinite(learners[module_id]["vf_loss"])
             assert learners[module_id]["num_module_steps_trained"] == 2 * 256
-    finally:
-        algo.stop()
-        del algo
-        gc.collect()
 
 
 def test_a_shard_without_one_module_is_refused():
@@ -345,12 +337,10 @@ def test_unknown_module_fails_clearly(ray_cluster, two_agent_data):
 @pytest.mark.timeout(400)
 def test_marwil_streams_each_agents_own_rows_and_targets(ray_cluster, two_agent_data):
     """Over the memory budget the fork's prelearner builds every module's batch."""
-    algo = (
-        _build("marwil", two_agent_data, num_learners=0)
-        .learners(learner_config_dict={MEMORY_BUDGET_KEY: 0})
-        .build_algo()
-    )
-    try:
+    streamed = {MEMORY_BUDGET_KEY: 0}
+    with _running(
+        _build("marwil", two_agent_data, num_learners=0, learner_config_dict=streamed)
+    ) as algo:
         learners = algo.train()["learners"]
         assert algo.offline_data.mode == "streaming"
         for module_id in ("p0", "p1"):
@@ -368,46 +358,30 @@ def test_marwil_streams_each_agents_own_rows_and_targets(ray_cluster, two_agent_
         rows = pq.read_table(two_agent_data).to_pydict()
         batch = unflatten_dict(prelearner({"item": np.array(rows["item"])}))
         _assert_each_agents_own_rows(batch, _index_steps(two_agent_data))
-    finally:
-        algo.stop()
-        del algo
-        gc.collect()
 
 
 @pytest.mark.ray
 @pytest.mark.timeout(400)
 def test_bc_streams_to_a_remote_learner(ray_cluster, two_agent_data):
-    algo = (
-        _build("bc", two_agent_data, num_learners=1)
-        .learners(learner_config_dict={MEMORY_BUDGET_KEY: 0})
-        .build_algo()
-    )
-    try:
+    streamed = {MEMORY_BUDGET_KEY: 0}
+    with _running(
+        _build("bc", two_agent_data, num_learners=1, learner_config_dict=streamed)
+    ) as algo:
         learners = algo.train()["learners"]
         assert algo.offline_data.mode == "streaming"
         for module_id in ("p0", "p1"):
             assert math.isfinite(learners[module_id]["policy_loss"])
             assert learners[module_id]["num_module_steps_trained"] == 2 * 256
-    finally:
-        algo.stop()
-        del algo
-        gc.collect()
 
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_two_learners_do_not_stream_multi_agent_data(ray_cluster, two_agent_data):
-    config = _build("bc", two_agent_data, num_learners=2).learners(
-        learner_config_dict={MEMORY_BUDGET_KEY: 0}
-    )
-    algo = config.build_algo()
-    try:
+    streamed = {MEMORY_BUDGET_KEY: 0}
+    config = _build("bc", two_agent_data, num_learners=2, learner_config_dict=streamed)
+    with _running(config) as algo:
         with pytest.raises(ValueError, match=r"cannot stream either: `num_learners=2`"):
             algo.train()
-    finally:
-        algo.stop()
-        del algo
-        gc.collect()
 
 
 if __name__ == "__main__":
