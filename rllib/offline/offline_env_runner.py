@@ -38,10 +38,10 @@ from ray.rllib.offline.episode_writer import EpisodeWriter
 from ray.rllib.utils.annotations import override
 from ray.util.annotations import PublicAPI
 
-# `RecorderSettings` is public through this module too.
-from rllib.offline.episode_recorder import (
-    EpisodeRecorder,
-)
+# `RecorderSettings` was defined here before the multi-agent recorder shared
+# it; the re-export keeps `offline_env_runner.RecorderSettings` importable.
+from rllib.offline.episode_recorder import EpisodeRecorder
+from rllib.offline.episode_recorder import RecorderSettings as RecorderSettings
 
 logger = logging.getLogger(__name__)
 
