@@ -28,11 +28,20 @@ _upstream_validate_offline_settings = (
 
 def _validate_offline_settings(self) -> None:
     if self.is_offline and self.input_read_episodes:
-        _take_or_check_recorded_spaces(self)
-        if self.is_multi_agent:
-            from rllib.offline.offline_data import take_recorded_agent_spaces
+        from rllib.offline.offline_data import (
+            recorded_spaces_of_input,
+            take_recorded_agent_spaces,
+        )
 
-            take_recorded_agent_spaces(self)
+        # One listing of the input serves both kinds of episodes.
+        recorded = recorded_spaces_of_input(self)
+        per_agent = recorded is not None and any(
+            isinstance(space, dict) for space in recorded
+        )
+        if per_agent and self.is_multi_agent:
+            take_recorded_agent_spaces(self, recorded)
+        elif recorded is not None and not per_agent:
+            _take_or_check_recorded_spaces(self, recorded)
     _select_multi_agent_recorder(self)
     _upstream_validate_offline_settings(self)
 
@@ -61,15 +70,9 @@ def _select_multi_agent_recorder(config) -> None:
     config.env_runner_cls = OfflineMultiAgentEnvRunner
 
 
-def _take_or_check_recorded_spaces(config) -> None:
-    from rllib.offline.offline_data import (
-        check_recorded_spaces,
-        recorded_spaces_of_input,
-    )
+def _take_or_check_recorded_spaces(config, recorded) -> None:
+    from rllib.offline.offline_data import check_recorded_spaces
 
-    recorded = recorded_spaces_of_input(config)
-    if recorded is None:
-        return
     taken = []
     for name, space in zip(("observation_space", "action_space"), recorded):
         if space is not None and getattr(config, name) is None:

@@ -17,7 +17,7 @@ dropped, as upstream's prelearner sampling drops them.
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import gymnasium as gym
 import msgpack
@@ -27,6 +27,7 @@ import tree
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.rllib.offline.episode_reader import decode_episode
 from ray.rllib.offline.episode_writer import decompress_payload
 from ray.rllib.utils.serialization import gym_space_from_dict
 from ray.rllib.utils.spaces.space_utils import batch
@@ -238,7 +239,12 @@ def decode_module_columns(
         return [(DEFAULT_MODULE_ID, columns)]
     episode = _EpisodeOnFirstUse(
         state["id_"],
-        lambda: _decode_multi_agent_episode(payload, observation_space, action_space),
+        functools.partial(
+            decode_episode,
+            payload,
+            observation_space=observation_space,
+            action_space=action_space,
+        ),
     )
     episode_done = bool(state["is_terminated"] or state["is_truncated"])
     pairs = []
@@ -268,6 +274,33 @@ def decode_module_columns(
     return pairs
 
 
+def agent_to_module_fn(config) -> Optional[Callable]:
+    """The config's `policy_mapping_fn` for multi-agent data, else None.
+
+    RLlib's old-stack default needs a `worker` argument; it maps every agent
+    to the default module, as None does.
+    """
+    mapping_fn = config.policy_mapping_fn
+    if (
+        not config.is_multi_agent
+        or mapping_fn is type(config).DEFAULT_POLICY_MAPPING_FN
+    ):
+        return None
+    return mapping_fn
+
+
+def check_modules_known(module_ids: Iterable[str], rl_module) -> None:
+    """Raises if the data maps agents to modules the `MultiRLModule` lacks."""
+    unknown = sorted(set(module_ids) - set(rl_module.keys()), key=repr)
+    if unknown:
+        raise ValueError(
+            f"The recorded episodes map agents to the module(s) {unknown} (through "
+            "`config.multi_agent(policy_mapping_fn=...)`), but the RLModule has "
+            f"only {sorted(rl_module.keys(), key=repr)}. Map every recorded agent "
+            "to a module in `config.multi_agent(policies=...)`."
+        )
+
+
 def _agent_space(
     spaces: Optional[Dict[Any, gym.Space]], agent_id: Any, recorded: Optional[dict]
 ) -> Optional[gym.Space]:
@@ -287,14 +320,6 @@ def _agent_space(
 @functools.lru_cache(maxsize=64)
 def _space_from_packed(packed: bytes) -> gym.Space:
     return gym_space_from_dict(msgpack.unpackb(packed, strict_map_key=False))
-
-
-def _decode_multi_agent_episode(payload, observation_space, action_space):
-    from ray.rllib.offline.episode_reader import decode_episode
-
-    return decode_episode(
-        payload, observation_space=observation_space, action_space=action_space
-    )
 
 
 class _EpisodeOnFirstUse:

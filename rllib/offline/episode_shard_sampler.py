@@ -17,7 +17,7 @@ from typing import Dict, Iterator, List, Optional
 import numpy as np
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
-from rllib.offline.episode_columns import EpisodeBlock
+from rllib.offline.episode_columns import EpisodeBlock, check_modules_known
 from rllib.offline.episode_store import EpisodeShard
 from rllib.offline.transition_batch_builder import make_batch_builder
 from rllib.utils.postprocessing.bootstrapped_returns import HORIZON_KEY
@@ -105,12 +105,5 @@ def _blocks_by_module(blocks: List[EpisodeBlock], rl_module) -> Dict[str, list]:
     by_module: Dict[str, list] = {}
     for block in blocks:
         by_module.setdefault(block.module_id, []).append(block)
-    missing = sorted(set(by_module) - set(rl_module.keys()), key=repr)
-    if missing:
-        raise ValueError(
-            f"The recorded episodes map agents to the module(s) {missing} (through "
-            "`config.multi_agent(policy_mapping_fn=...)`), but the RLModule has "
-            f"only {sorted(rl_module.keys(), key=repr)}. Map every recorded agent "
-            "to a module in `config.multi_agent(policies=...)`."
-        )
+    check_modules_known(by_module, rl_module)
     return by_module

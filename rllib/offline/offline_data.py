@@ -46,6 +46,7 @@ from ray.rllib.utils.annotations import override
 from ray.util.annotations import PublicAPI
 
 from rllib._fork.cluster_check import fork_stamp
+from rllib.offline.episode_columns import agent_to_module_fn
 from rllib.offline.episode_shard_sampler import EpisodeShardSampler
 from rllib.offline.episode_store import EpisodeShard, EpisodeStore
 from rllib.offline.offline_prelearner import OfflinePreLearner
@@ -240,9 +241,9 @@ class OfflineData(_upstream.OfflineData):
         blocker = None
         if not issubclass(prelearner_class, OfflinePreLearner):
             blocker = f"`prelearner_class` {prelearner_class} is not the fork's"
-        elif self._stateful_module_reason():
+        else:
             blocker = self._stateful_module_reason()
-        elif self.config.num_learners > 1:
+        if blocker is None and self.config.num_learners > 1:
             blocker = f"`num_learners={self.config.num_learners}` (0 or 1 stream)"
         if blocker is None:
             return
@@ -373,6 +374,7 @@ def list_input_episodes(config):
 def recorded_spaces_of_input(config):
     """The spaces recorded with `config.input_`'s episodes; None if it is not a
     list of parquet paths (e.g. a callable input or another read method).
+    For `MultiAgentEpisode`s the spaces are dicts by agent id.
 
     Raises:
         As :func:`list_input_episodes`.
@@ -381,14 +383,10 @@ def recorded_spaces_of_input(config):
         config.input_, (str, list)
     ):
         return None
-    spaces = list_input_episodes(config)[2]
-    if any(isinstance(space, dict) for space in spaces):
-        # Multi-agent episodes: spaces per agent, not the config's spaces.
-        return None
-    return spaces
+    return list_input_episodes(config)[2]
 
 
-def take_recorded_agent_spaces(config) -> None:
+def take_recorded_agent_spaces(config, spaces) -> None:
     """Gives each module the spaces recorded for the agents mapped to it.
 
     For recorded `MultiAgentEpisode`s whose files carry per-agent spaces: a
@@ -398,6 +396,11 @@ def take_recorded_agent_spaces(config) -> None:
     agents' spaces, so training needs no environment. Spaces set in the
     config are kept.
 
+    Args:
+        config: The algorithm config; its `policies` and spaces may change.
+        spaces: `(observation spaces, action spaces)` recorded in the files,
+            dicts by agent id (`recorded_spaces_of_input`).
+
     Raises:
         ValueError: If agents mapped to one module were recorded with
             different spaces, or an agent maps to a module not in
@@ -405,13 +408,7 @@ def take_recorded_agent_spaces(config) -> None:
     """
     from ray.rllib.policy.policy import PolicySpec
 
-    if config.input_read_method != "read_parquet" or not isinstance(
-        config.input_, (str, list)
-    ):
-        return
-    spaces = list_input_episodes(config)[2]
-    if not all(isinstance(space, dict) for space in spaces):
-        return
+    spaces = [space or {} for space in spaces]
     mapping_fn = agent_to_module_fn(config)
     found: Dict[str, Tuple[Any, Any, Any]] = {}
     for agent_id in {*spaces[0], *spaces[1]}:
@@ -468,21 +465,6 @@ def take_recorded_agent_spaces(config) -> None:
             ", ".join(taken),
             config.input_,
         )
-
-
-def agent_to_module_fn(config):
-    """The config's `policy_mapping_fn` for multi-agent data, else None.
-
-    RLlib's old-stack default needs a `worker` argument; it maps every agent
-    to the default module, as None does.
-    """
-    mapping_fn = config.policy_mapping_fn
-    if (
-        not config.is_multi_agent
-        or mapping_fn is type(config).DEFAULT_POLICY_MAPPING_FN
-    ):
-        return None
-    return mapping_fn
 
 
 def _memory_budget(config) -> int:

@@ -29,9 +29,9 @@ directly.
 """
 
 import logging
+from collections.abc import Mapping
 from typing import Any, Callable, Dict, List, Optional
 
-import gymnasium as gym
 import numpy as np
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
@@ -50,6 +50,8 @@ from rllib.connectors.learner.general_advantage_estimation import find_gae_piece
 from rllib.core.learner.value_targets import add_value_targets_to_batch
 from rllib.offline.episode_columns import (
     EpisodeColumns,
+    agent_to_module_fn,
+    check_modules_known,
     decode_episode_columns,
     decode_module_columns,
 )
@@ -166,6 +168,14 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
             "capacity", self.config.train_batch_size_per_learner * 10
         )
         self.columnar_buffer = ColumnarEpisodeBuffer(capacity)
+        if self.config.is_multi_agent:
+            # The env-level spaces of multi-agent data are `Dict`s by agent id
+            # (any other space restores nothing per agent).
+            self._agent_spaces = tuple(
+                space if isinstance(space, Mapping) else None
+                for space in (self.observation_space, self.action_space)
+            )
+            self._policy_mapping_fn = agent_to_module_fn(self.config)
 
     def _columnar_path_blocker(self) -> Optional[str]:
         """Why episodes cannot be sampled as columns, or None if they can."""
@@ -223,15 +233,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         for pairs in self._decode_items(batch, self._decode_module_columns):
             for module_id, columns in pairs:
                 by_module.setdefault(module_id, []).append(columns)
-        unknown = sorted(set(by_module) - set(self._module.keys()), key=repr)
-        if unknown:
-            raise ValueError(
-                f"The recorded episodes map agents to the module(s) {unknown} "
-                "(through `config.multi_agent(policy_mapping_fn=...)`), but the "
-                f"RLModule has only {sorted(self._module.keys(), key=repr)}. Map "
-                "every recorded agent to a module in "
-                "`config.multi_agent(policies=...)`."
-            )
+        check_modules_known(by_module, self._module)
         for module_id, episodes in by_module.items():
             if module_id not in self.module_buffers:
                 self.module_buffers[module_id] = ColumnarEpisodeBuffer(
@@ -243,22 +245,15 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
             module_batch.update(self._sample_and_build(buffer, module_id))
         return module_batch
 
-    def _decode_module_columns(self, payload: bytes, **spaces) -> list:
-        def per_agent(space):
-            return dict(space.spaces) if isinstance(space, gym.spaces.Dict) else None
-
+    def _decode_module_columns(self, payload: bytes, **_) -> list:
+        """`_decode_items`' decoder for multi-agent rows (spaces by agent)."""
+        observation_space, action_space = self._agent_spaces
         return decode_module_columns(
             payload,
-            observation_space=per_agent(spaces.get("observation_space")),
-            action_space=per_agent(spaces.get("action_space")),
+            observation_space=observation_space,
+            action_space=action_space,
             policy_mapping_fn=self._policy_mapping_fn,
         )
-
-    @property
-    def _policy_mapping_fn(self) -> Optional[Callable]:
-        from rllib.offline.offline_data import agent_to_module_fn
-
-        return agent_to_module_fn(self.config)
 
     def _sample_and_build(
         self, buffer: ColumnarEpisodeBuffer, module_id: str
