@@ -27,12 +27,12 @@ import tree
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.offline.episode_reader import decode_episode
-from ray.rllib.offline.episode_writer import decompress_payload
 from ray.rllib.utils.serialization import gym_space_from_dict
 from ray.rllib.utils.spaces.space_utils import batch
 
 from rllib.env.utils.infinite_lookback_buffer import restore_space_structure
+from rllib.offline.episode_reader import decode_episode
+from rllib.offline.episode_writer import decompress_payload
 from rllib.offline.multi_agent_episode_state import agent_key, is_multi_agent_state
 from rllib.utils.postprocessing.bootstrapped_returns import returns_to_go
 

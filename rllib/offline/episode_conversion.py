@@ -22,7 +22,9 @@ from typing import Any, Callable, Dict, List, Optional
 
 import gymnasium as gym
 import pyarrow.fs as pa_fs
-from ray.rllib.offline.episode_inspection import (
+from ray.util.annotations import PublicAPI
+
+from rllib.offline.episode_inspection import (
     EpisodeFile,
     EpisodeRow,
     Problem,
@@ -31,9 +33,8 @@ from ray.rllib.offline.episode_inspection import (
     progress_bar,
     recorded_spaces,
 )
-from ray.rllib.offline.episode_reader import PathLike, decode_episode
-from ray.rllib.offline.episode_writer import EpisodeWriter, resolve_filesystem
-from ray.util.annotations import PublicAPI
+from rllib.offline.episode_reader import PathLike, decode_episode
+from rllib.offline.episode_writer import EpisodeWriter, resolve_filesystem
 
 #: Prefix of a dataset id that names a Minari dataset (`minari:<dataset_id>`).
 MINARI_PREFIX = "minari:"

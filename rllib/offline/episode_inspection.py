@@ -36,7 +36,11 @@ import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 import tree
 from ray.rllib.core.columns import Columns
-from ray.rllib.offline.episode_reader import (
+from ray.util.annotations import PublicAPI
+from tqdm import tqdm
+
+from rllib.offline.episode_columns import EpisodeColumns, episode_columns_from_state
+from rllib.offline.episode_reader import (
     PathLike,
     decode_episode_state,
     describe_row,
@@ -44,11 +48,7 @@ from ray.rllib.offline.episode_reader import (
     read_file_metadata,
     spaces_from_metadata,
 )
-from ray.rllib.offline.episode_writer import ENV_STEPS_COLUMN, ITEM_COLUMN
-from ray.util.annotations import PublicAPI
-from tqdm import tqdm
-
-from rllib.offline.episode_columns import EpisodeColumns, episode_columns_from_state
+from rllib.offline.episode_writer import ENV_STEPS_COLUMN, ITEM_COLUMN
 from rllib.offline.multi_agent_episode_state import is_multi_agent_state
 
 #: msgpack never emits this byte; `EpisodeWriter`'s compressed payloads start
@@ -454,7 +454,7 @@ class DatasetInfo:
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-serializable dict; spaces as their `repr` and as JSON."""
-        from ray.rllib.offline.episode_writer import space_to_json
+        from rllib.offline.episode_writer import space_to_json
 
         result = asdict(self)
         result["formats"] = self.formats

@@ -26,7 +26,10 @@ import pyarrow.parquet as pq
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.offline.episode_writer import (
+from ray.util.annotations import PublicAPI
+
+from rllib.env.utils.infinite_lookback_buffer import restore_buffer_data
+from rllib.offline.episode_writer import (
     FORMAT_VERSION,
     ITEM_COLUMN,
     METADATA_KEY,
@@ -34,9 +37,6 @@ from ray.rllib.offline.episode_writer import (
     resolve_filesystem,
     space_from_json,
 )
-from ray.util.annotations import PublicAPI
-
-from rllib.env.utils.infinite_lookback_buffer import restore_buffer_data
 from rllib.offline.multi_agent_episode_state import (
     is_multi_agent_state,
     multi_agent_episode_from_state,

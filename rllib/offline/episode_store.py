@@ -23,14 +23,14 @@ import numpy as np
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 import ray
-from ray.rllib.offline.episode_reader import (
+
+from rllib._fork.cluster_check import RequiresFork
+from rllib.offline.episode_columns import EpisodeBlock, decode_module_columns
+from rllib.offline.episode_reader import (
     cannot_decode_error,
     describe_row,
     iter_payloads,
 )
-
-from rllib._fork.cluster_check import RequiresFork
-from rllib.offline.episode_columns import EpisodeBlock, decode_module_columns
 
 logger = logging.getLogger(__name__)
 
@@ -372,7 +372,7 @@ def _num_ranges(min_ranges: int) -> int:
 
 
 def _filesystem_for(path: str, filesystem):
-    from ray.rllib.offline.episode_writer import resolve_filesystem
+    from rllib.offline.episode_writer import resolve_filesystem
 
     return resolve_filesystem(path, filesystem)
 

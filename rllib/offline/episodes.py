@@ -19,14 +19,15 @@ import json
 import sys
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from ray.rllib.offline.episode_conversion import (
+import rllib
+from rllib.offline.episode_conversion import (
     MINARI_PREFIX,
     ConversionError,
     DestinationError,
     convert_dataset,
     convert_minari_dataset,
 )
-from ray.rllib.offline.episode_inspection import (
+from rllib.offline.episode_inspection import (
     DEFAULT_SAMPLE_STEPS,
     SPACES_FROM_METADATA,
     DatasetInfo,
@@ -36,7 +37,9 @@ from ray.rllib.offline.episode_inspection import (
     validate_dataset,
 )
 
-PROG = "python -m ray.rllib.offline.episodes"
+#: How to call this command: its upstream-style name while the fork is on, its
+#: own package name otherwise (`ray.rllib.offline.episodes` then does not exist).
+PROG = "python -m " + ("ray." if rllib.is_active() else "") + "rllib.offline.episodes"
 
 #: Exit codes.
 EXIT_OK = 0

@@ -51,13 +51,13 @@ from typing import (
 import gymnasium as gym
 import numpy as np
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.offline.episode_writer import (
+from ray.util.annotations import PublicAPI
+
+from rllib.offline.episode_writer import (
     EpisodeWriter,
     resolve_filesystem,
     validate_episode,
 )
-from ray.util.annotations import PublicAPI
-
 from rllib.offline.minari_codec import (
     CUSTOM_DATA_KEY,
     episode_from_minari,

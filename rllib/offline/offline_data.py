@@ -38,15 +38,15 @@ import ray
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env import INPUT_ENV_SPACES
 from ray.rllib.offline import offline_data as _upstream
-from ray.rllib.offline.episode_reader import (
-    agreed_spaces,
-    list_episode_files,
-)
 from ray.rllib.utils.annotations import override
 from ray.util.annotations import PublicAPI
 
 from rllib._fork.cluster_check import fork_stamp
 from rllib.offline.episode_columns import agent_to_module_fn
+from rllib.offline.episode_reader import (
+    agreed_spaces,
+    list_episode_files,
+)
 from rllib.offline.episode_shard_sampler import EpisodeShardSampler
 from rllib.offline.episode_store import EpisodeShard, EpisodeStore
 from rllib.offline.offline_prelearner import OfflinePreLearner

@@ -34,7 +34,6 @@ from ray.rllib.env.env_runner import EnvRunner
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.offline import offline_env_runner as _upstream
-from ray.rllib.offline.episode_writer import EpisodeWriter
 from ray.rllib.utils.annotations import override
 from ray.util.annotations import PublicAPI
 
@@ -42,6 +41,7 @@ from ray.util.annotations import PublicAPI
 # it; the re-export keeps `offline_env_runner.RecorderSettings` importable.
 from rllib.offline.episode_recorder import EpisodeRecorder
 from rllib.offline.episode_recorder import RecorderSettings as RecorderSettings
+from rllib.offline.episode_writer import EpisodeWriter
 
 logger = logging.getLogger(__name__)
 

@@ -37,8 +37,6 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
 from ray.rllib.offline import offline_prelearner as _upstream
-from ray.rllib.offline.episode_reader import cannot_decode_error
-from ray.rllib.offline.episode_writer import ITEM_COLUMN
 from ray.rllib.utils import flatten_dict
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
@@ -55,6 +53,8 @@ from rllib.offline.episode_columns import (
     decode_episode_columns,
     decode_module_columns,
 )
+from rllib.offline.episode_reader import cannot_decode_error
+from rllib.offline.episode_writer import ITEM_COLUMN
 from rllib.offline.transition_batch_builder import (
     make_batch_builder,
     pieces_for_offline_batches,
@@ -319,7 +319,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         self, batch: Dict[str, np.ndarray]
     ) -> List[SingleAgentEpisode]:
         """Decodes the `item` column of a batch into episode objects."""
-        from ray.rllib.offline.episode_reader import decode_episode
+        from rllib.offline.episode_reader import decode_episode
 
         return self._decode_items(batch, decode_episode)
 

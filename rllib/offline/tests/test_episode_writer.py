@@ -16,18 +16,18 @@ import pytest
 import tree
 from ray.rllib.core.columns import Columns
 from ray.rllib.offline import episode_reader, episode_writer
-from ray.rllib.offline.episode_reader import (
+
+from rllib.offline.episode_reader import (
     list_episode_files,
     read_episodes,
     read_spaces,
 )
-from ray.rllib.offline.episode_writer import (
+from rllib.offline.episode_writer import (
     EpisodeWriter,
     space_from_json,
     space_to_json,
     write_episodes,
 )
-
 from rllib.offline.tests.episode_factory import (
     BOX,
     DISCRETE,
@@ -336,7 +336,7 @@ def test_unclosed_writer_commits_at_interpreter_exit(tmp_path):
     script = f"""
 import os, sys
 from rllib.offline.tests.episode_factory import BOX, DISCRETE, make_episode
-from ray.rllib.offline.episode_writer import EpisodeWriter
+from rllib.offline.episode_writer import EpisodeWriter
 
 writer = EpisodeWriter({str(tmp_path)!r}, max_rows_per_file=10)
 for seed in range(3):

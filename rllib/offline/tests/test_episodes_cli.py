@@ -20,15 +20,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from ray.rllib.offline import episode_conversion, episode_inspection, episodes
-from ray.rllib.offline.episode_inspection import (
+
+from rllib.offline.episode_inspection import (
     FORMAT_HAND_ROLLED,
     FORMAT_RECORDER,
     dataset_info,
     validate_dataset,
 )
-from ray.rllib.offline.episode_reader import read_episodes, read_spaces
-from ray.rllib.offline.episode_writer import write_episodes
-
+from rllib.offline.episode_reader import read_episodes, read_spaces
+from rllib.offline.episode_writer import write_episodes
 from rllib.offline.tests.episode_factory import cartpole_episodes
 
 CARTPOLE = gym.make("CartPole-v1")

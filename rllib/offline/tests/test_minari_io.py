@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 import tree
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.offline.episode_reader import read_episodes, read_spaces
-from ray.rllib.offline.minari_io import (
+
+from rllib.examples.offline_rl.scripted_cartpole import record_episodes
+from rllib.offline.episode_reader import read_episodes, read_spaces
+from rllib.offline.minari_io import (
     convert_minari,
     open_minari_dataset,
     read_minari,
     write_minari,
 )
-
-from rllib.examples.offline_rl.scripted_cartpole import record_episodes
 from rllib.offline.tests.episode_factory import SPACES
 
 _EXTRAS = (

@@ -15,8 +15,6 @@ import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.env import INPUT_ENV_SPACES
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
-from ray.rllib.offline.episode_reader import decode_episode, read_episodes
-from ray.rllib.offline.episode_writer import encode_episode, write_episodes
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 from ray.rllib.utils import unflatten_dict
 
@@ -26,6 +24,8 @@ from rllib.offline.episode_columns import (
     decode_module_columns,
     episode_columns_from_episode,
 )
+from rllib.offline.episode_reader import decode_episode, read_episodes
+from rllib.offline.episode_writer import encode_episode, write_episodes
 from rllib.offline.offline_data import MEMORY_BUDGET_KEY
 from rllib.offline.tests.episode_factory import AGENT_SPACES, make_multi_agent_episode
 from rllib.offline.tests.test_episode_writer import assert_same_tree
@@ -284,7 +284,8 @@ def test_two_learners_each_train_both_modules_on_their_own_shard(
 @pytest.mark.timeout(300)
 def test_marwil_trains_on_what_the_multi_agent_recorder_wrote(ray_cluster, tmp_path):
     from ray.rllib.algorithms.ppo import PPOConfig
-    from ray.rllib.offline.offline_multi_agent_env_runner import (
+
+    from rllib.offline.offline_multi_agent_env_runner import (
         OfflineMultiAgentEnvRunner,
     )
 

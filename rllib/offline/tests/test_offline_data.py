@@ -18,8 +18,8 @@ from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.algorithms.marwil import MARWILConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.evaluation.postprocessing import Postprocessing
-from ray.rllib.offline.episode_writer import write_episodes
 
+from rllib.offline.episode_writer import write_episodes
 from rllib.offline.offline_data import MEMORY_BUDGET_KEY
 from rllib.offline.tests.episode_factory import cartpole_episodes
 from rllib.utils.postprocessing.bootstrapped_returns import (

@@ -21,7 +21,6 @@ from ray.data import ActorPoolStrategy
 from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.offline.episode_reader import read_episodes, read_spaces
 from ray.rllib.offline.offline_env_runner import OfflineSingleAgentEnvRunner
 from ray.rllib.utils.compression import unpack_if_needed
 from ray.rllib.utils.metrics import (
@@ -29,6 +28,8 @@ from ray.rllib.utils.metrics import (
     LEARNER_RESULTS,
     NUM_ENV_STEPS_TRAINED_LIFETIME,
 )
+
+from rllib.offline.episode_reader import read_episodes, read_spaces
 
 #: Upstream's names: `run-<worker index:06d>-<sample() call:05d>`, and in it
 #: the files (ours: `<recorder id>_<file index:06d>.parquet`).

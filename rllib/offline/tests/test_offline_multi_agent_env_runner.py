@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
-from ray.rllib.offline.episode_reader import read_episodes, read_spaces
-from ray.rllib.offline.offline_multi_agent_env_runner import (
-    OfflineMultiAgentEnvRunner,
-)
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     LEARNER_RESULTS,
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
+)
+
+from rllib.offline.episode_reader import read_episodes, read_spaces
+from rllib.offline.offline_multi_agent_env_runner import (
+    OfflineMultiAgentEnvRunner,
 )
 
 #: Upstream's directory names: `<env subdir>/run-<worker:06d>-<call:05d>/`.

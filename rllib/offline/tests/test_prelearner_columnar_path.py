@@ -24,12 +24,12 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
-from ray.rllib.offline.episode_writer import encode_episode
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
 from rllib.core.learner.tests import structured_obs
 from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
+from rllib.offline.episode_writer import encode_episode
 from rllib.offline.tests.episode_factory import SPACES, make_episode
 from rllib.utils.postprocessing.bootstrapped_returns import (
     BOOTSTRAP_DISCOUNT,

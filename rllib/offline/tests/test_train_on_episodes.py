@@ -9,14 +9,14 @@ import math
 import pytest
 from ray.data import ActorPoolStrategy
 from ray.rllib.algorithms.bc import BCConfig
-from ray.rllib.offline.episode_reader import read_episodes
-from ray.rllib.offline.episode_writer import write_episodes
 from ray.rllib.utils.metrics import (
     ALL_MODULES,
     LEARNER_RESULTS,
     NUM_ENV_STEPS_TRAINED_LIFETIME,
 )
 
+from rllib.offline.episode_reader import read_episodes
+from rllib.offline.episode_writer import write_episodes
 from rllib.offline.tests.episode_factory import cartpole_episodes
 
 

@@ -16,11 +16,11 @@ from ray.data import ActorPoolStrategy
 from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
-from ray.rllib.offline.episode_writer import write_episodes
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 from ray.rllib.utils.metrics import LEARNER_RESULTS
 
 from rllib.examples.offline_rl.scripted_cartpole import balance_action
+from rllib.offline.episode_writer import write_episodes
 from rllib.offline.tests.episode_factory import cartpole_episodes
 
 

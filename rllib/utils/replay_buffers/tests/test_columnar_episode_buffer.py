@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
-from ray.rllib.offline.episode_writer import encode_episode
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 from scipy import stats
 
 from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
 from rllib.offline.episode_columns import episode_columns_from_episode
+from rllib.offline.episode_writer import encode_episode
 from rllib.utils.replay_buffers.columnar_episode_buffer import ColumnarEpisodeBuffer
 
 #: Below this p-value two samples are called different. With fixed seeds the
