@@ -9,6 +9,12 @@ Ray Data pass, no decoding, no actor per pass.
 Multi-agent data holds one set of blocks per module; each module's batch
 is sampled from its own blocks and has the requested number of rows, as an
 agent that acts at every env step contributes one row per env step online.
+
+Every Learner runs the same number of updates per `train()` (with several
+Learners each update is a DDP all-reduce, so a Learner that stops early
+leaves the others waiting forever): `dataset_num_iters_per_learner`, or if
+unset `default_num_updates`, decided from the size of all shards together,
+not of the Learner's own.
 """
 
 import logging
@@ -24,6 +30,31 @@ from rllib.utils.postprocessing.bootstrapped_returns import HORIZON_KEY
 from rllib.utils.replay_buffers.columnar_episode_buffer import sample_transitions
 
 logger = logging.getLogger(__name__)
+
+#: Most updates one `train()` runs when `dataset_num_iters_per_learner` is
+#: unset (large data would otherwise make one `train()` take hours).
+DEFAULT_MAX_UPDATES = 100
+
+
+def default_num_updates(
+    total_timesteps: int, num_learners: int, batch_size: int, num_modules: int = 1
+) -> int:
+    """Updates per `train()` on every Learner if `dataset_num_iters_per_learner`
+    is unset: one pass over all of the data by all Learners together (each
+    update takes `batch_size` rows per module on each Learner), at least 1
+    and at most `DEFAULT_MAX_UPDATES`.
+
+    Args:
+        total_timesteps: Timesteps of all shards together (agent steps of all
+            modules for multi-agent data).
+        num_learners: How many Learners share the data.
+        batch_size: Rows per module in one update
+            (`train_batch_size_per_learner`).
+        num_modules: Modules with data.
+    """
+    rows_per_update = max(1, num_learners) * batch_size * max(1, num_modules)
+    one_pass = -(-total_timesteps // rows_per_update)
+    return max(1, min(DEFAULT_MAX_UPDATES, one_pass))
 
 
 class EpisodeShardSampler:
@@ -82,9 +113,15 @@ class EpisodeShardSampler:
     def batches(
         self, minibatch_size: int, num_iters: Optional[int]
     ) -> Iterator[MultiAgentBatch]:
-        """`num_iters` batches; None: as many as one pass over the shard takes."""
+        """`num_iters` batches; None: `default_num_updates` (the same on every
+        Learner, whatever the size of its own shard)."""
         if num_iters is None:
-            num_iters = -(-self.shard.num_timesteps // minibatch_size)
+            num_iters = default_num_updates(
+                self.shard.total_timesteps,
+                self.shard.num_shards,
+                minibatch_size,
+                len(self.module_blocks),
+            )
         for _ in range(num_iters):
             yield self.sample(minibatch_size)
 

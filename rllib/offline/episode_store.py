@@ -62,6 +62,8 @@ class EpisodeShard(RequiresFork):
     block_refs: List[ray.ObjectRef]
     num_timesteps: int
     num_episodes: int
+    #: Timesteps of all shards together (the same on every Learner).
+    total_timesteps: int
 
     def blocks(self) -> List[EpisodeBlock]:
         """The shard's blocks (zero-copy views of the object store on a node)."""
@@ -209,6 +211,7 @@ class EpisodeStore:
                 block_refs=[self._block_refs[i] for i in sorted(chosen)],
                 num_timesteps=sum(sizes[i]["timesteps"] for i in chosen),
                 num_episodes=sum(sizes[i]["episodes"] for i in chosen),
+                total_timesteps=int(load.sum()),
             )
             for index, chosen in enumerate(members)
         ]

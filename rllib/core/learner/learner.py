@@ -105,8 +105,9 @@ def _create_iterator_if_necessary(self, *, training_data: TrainingData, **kwargs
     """The upstream iterator, fed from an episode shard and with value targets.
 
     - An ``EpisodeShard`` in place of a data iterator: batches sampled from
-      the shard (loaded once per Learner), ``num_iters`` per update (one pass
-      over the shard if None).
+      the shard (loaded once per Learner), ``num_iters`` per ``update()``;
+      if None, ``default_num_updates`` (the same on every Learner, so DDP
+      Learners never wait for each other).
     - Any batch whose rows carry value-target inputs gets its targets from
       the live module, per train batch, before minibatches are cut.
     """
