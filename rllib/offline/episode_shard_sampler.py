@@ -9,6 +9,8 @@ Ray Data pass, no decoding, no actor per pass.
 Multi-agent data holds one set of blocks per module; each module's batch
 is sampled from its own blocks and has the requested number of rows, as an
 agent that acts at every env step contributes one row per env step online.
+Modules left out of `config.multi_agent(policies_to_train=...)` get no rows,
+so they are not trained.
 
 Every Learner runs the same number of updates per `train()` (with several
 Learners each update is a DDP all-reduce, so a Learner that stops early
@@ -72,6 +74,7 @@ class EpisodeShardSampler:
         self.shard = shard
         self.blocks = shard.blocks()
         self.module_blocks = _blocks_by_module(self.blocks, rl_module)
+        self.policies_to_train = config.policies_to_train
         self.rl_module = rl_module
         self.builder, reason = make_batch_builder(pipeline, rl_module)
         if reason:
@@ -91,9 +94,14 @@ class EpisodeShardSampler:
         self.rng = np.random.default_rng(seed)
 
     def sample(self, num_items: int) -> MultiAgentBatch:
-        """One train batch: `num_items` transitions per module, drawn uniformly."""
+        """One train batch: `num_items` transitions per module, drawn uniformly.
+
+        Modules not in `config.policies_to_train` are left out.
+        """
         policy_batches, num_steps = {}, 0
         for module_id, blocks in self.module_blocks.items():
+            if not self._may_train(module_id):
+                continue
             transitions = sample_transitions(
                 blocks,
                 num_items,
@@ -108,7 +116,18 @@ class EpisodeShardSampler:
                 (mid, SampleBatch(batch)) for mid, batch in module_batches.items()
             )
             num_steps = max(num_steps, len(transitions))
-        return MultiAgentBatch(policy_batches, env_steps=num_steps)
+        batch = MultiAgentBatch(policy_batches, env_steps=num_steps)
+        if callable(self.policies_to_train):
+            for module_id in list(batch.policy_batches):
+                if not self.policies_to_train(module_id, batch):
+                    del batch.policy_batches[module_id]
+        return batch
+
+    def _may_train(self, module_id) -> bool:
+        """False for a module a `policies_to_train` collection leaves out (a
+        callable decides on the built batch, as the Learner's check does)."""
+        selected = self.policies_to_train
+        return selected is None or callable(selected) or module_id in set(selected)
 
     def batches(
         self, minibatch_size: int, num_iters: Optional[int]

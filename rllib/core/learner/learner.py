@@ -107,7 +107,8 @@ def _create_iterator_if_necessary(self, *, training_data: TrainingData, **kwargs
     - An ``EpisodeShard`` in place of a data iterator: batches sampled from
       the shard (loaded once per Learner), ``num_iters`` per ``update()``;
       if None, ``default_num_updates`` (the same on every Learner, so DDP
-      Learners never wait for each other).
+      Learners never wait for each other). Modules left out of
+      ``policies_to_train`` get no rows.
     - Any batch whose rows carry value-target inputs gets its targets from
       the live module, per train batch, before minibatches are cut.
     """

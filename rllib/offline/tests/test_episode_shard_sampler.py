@@ -1,4 +1,4 @@
-"""Learners sample their shards: equal update counts.
+"""Learners sample their shards: equal update counts, `policies_to_train`.
 
 The training tests use the shared local Ray cluster (`ray_cluster` fixture).
 """
@@ -14,9 +14,11 @@ from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.utils.metrics import DATASET_NUM_ITERS_TRAINED
 
+from rllib.examples.offline_rl import train_multi_agent_offline as example
 from rllib.examples.offline_rl.scripted_cartpole import (
     balance_action,
     record_episodes,
+    record_multi_agent_episodes,
 )
 from rllib.offline.episode_shard_sampler import (
     DEFAULT_MAX_UPDATES,
@@ -119,6 +121,49 @@ def test_two_learners_on_unequal_shards_run_equal_default_updates(
         2 * expected * BATCH_SIZE
     )
     assert np.isfinite(stats[DEFAULT_MODULE_ID]["vf_loss"])
+
+
+@pytest.fixture(scope="module")
+def two_agent_data(tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("two_agent_frozen")
+    episodes = record_multi_agent_episodes(
+        example.make_env(), 12, example.scripted_action, epsilon=0.5, seed=3
+    )
+    write_episodes(episodes, data_dir, max_rows_per_file=4)
+    return data_dir
+
+
+def _weights(algo):
+    return {
+        module_id: {name: np.array(value) for name, value in state.items()}
+        for module_id, state in algo.learner_group.get_weights().items()
+    }
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(240)
+def test_modules_left_out_of_policies_to_train_stay_frozen(ray_cluster, two_agent_data):
+    """Multi-agent MARWIL in memory trains only `p0` (BC samples the same way)."""
+    config = (
+        example.build_config("marwil", two_agent_data, updates_per_iteration=2)
+        .learners(num_learners=1)
+        .training(train_batch_size_per_learner=256)
+        .evaluation(evaluation_interval=None)
+        .multi_agent(policies_to_train=["p0"])
+    )
+    with _running(config) as algo:
+        before = _weights(algo)
+        learners = algo.train()["learners"]
+        after = _weights(algo)
+        assert algo.offline_data.mode == "in_memory"
+    for name, value in after["p1"].items():
+        np.testing.assert_array_equal(value, before["p1"][name], err_msg=name)
+    assert any(
+        not np.array_equal(value, before["p0"][name])
+        for name, value in after["p0"].items()
+    )
+    assert learners["p0"]["num_module_steps_trained"] == 2 * 256
+    assert "num_module_steps_trained" not in learners.get("p1", {})
 
 
 if __name__ == "__main__":
