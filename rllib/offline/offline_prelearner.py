@@ -19,7 +19,12 @@ directly.
   freely. Inside the training pipeline the Learner computes the targets with
   its live module (`compute_value_targets=False`); called directly, the
   prelearner computes them with its own module, as upstream's batches carry
-  them.
+  them. The inputs mean the same on every path: the recorded rewards
+  discounted with `config.gamma` up to the horizon
+  (`learner_config_dict["offline_value_horizon"]`; the episode's end if
+  unset), whatever `n_step` the rows were sampled with. The per-episode
+  path computes them on the whole episodes it buffers; only tabular rows
+  (one-step episodes) bootstrap one step ahead.
 - Multi-agent episodes: each agent's steps go to the buffer of the module
   `config.multi_agent(policy_mapping_fn=...)` maps it to, and every module
   with data gets a batch of `train_batch_size_per_learner` rows (upstream's
@@ -33,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
+import tree
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
@@ -47,11 +53,13 @@ from rllib._fork.cluster_check import ForkStamp, check_fork
 from rllib.connectors.learner.general_advantage_estimation import find_gae_piece
 from rllib.core.learner.value_targets import add_value_targets_to_batch
 from rllib.offline.episode_columns import (
+    EpisodeBlock,
     EpisodeColumns,
     agent_to_module_fn,
     check_modules_known,
     decode_episode_columns,
     decode_module_columns,
+    episode_columns_from_episode,
 )
 from rllib.offline.episode_reader import cannot_decode_error
 from rllib.offline.episode_writer import ITEM_COLUMN
@@ -66,7 +74,11 @@ from rllib.utils.postprocessing.bootstrapped_returns import (
     RETURNS_TO_BOOTSTRAP,
     returns_to_go,
 )
-from rllib.utils.replay_buffers.columnar_episode_buffer import ColumnarEpisodeBuffer
+from rllib.utils.replay_buffers.columnar_episode_buffer import (
+    ColumnarEpisodeBuffer,
+    ValueTargetInputs,
+    value_target_inputs_at,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +128,8 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         self.module_buffers: Dict[str, ColumnarEpisodeBuffer] = {}
         self._batch_builder = None
         self._rows_carry_value_target_inputs = False
+        # Per-episode path: value-target inputs of the buffered whole episodes.
+        self._whole_episode_inputs: Dict[str, ValueTargetInputs] = {}
         if find_gae_piece(self._learner_connector) is not None:
             if self._module.is_stateful():
                 log_once(
@@ -304,16 +318,50 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
     ) -> List[SingleAgentEpisode]:
         """Converts one raw Ray Data batch into episodes for the connector."""
         if self.config.input_read_episodes:
-            episodes = self._postprocess_and_sample(self._decode_episodes(batch))
-        elif self.config.input_read_sample_batches:
+            return self._buffer_and_sample(self._decode_episodes(batch))
+        if self.config.input_read_sample_batches:
             episodes = self._map_sample_batch_to_episode(batch, to_numpy=True)
-            episodes = self._postprocess_and_sample(episodes["episodes"])
-        else:
-            episodes = self._map_to_episodes(batch, to_numpy=False)["episodes"]
+            return self._buffer_and_sample(episodes["episodes"])
+        # Tabular rows: each row is a one-step episode, bootstrapping at its
+        # next observation (there is no episode to look further into).
+        episodes = self._map_to_episodes(batch, to_numpy=False)["episodes"]
         if self._rows_carry_value_target_inputs:
             for episode in episodes:
                 _add_slice_value_target_inputs(episode, self.config.gamma)
         return episodes
+
+    def _buffer_and_sample(
+        self, episodes: List[SingleAgentEpisode]
+    ) -> List[SingleAgentEpisode]:
+        """Upstream's `_postprocess_and_sample`; with value targets, every
+        sampled step gets the inputs of its step in the whole episode
+        (`config.gamma`, the horizon), the same as on the columnar path."""
+        if not self._rows_carry_value_target_inputs:
+            return self._postprocess_and_sample(episodes)
+        gamma, horizon = self.config.gamma, self._value_horizon()
+        for episode in episodes:
+            if len(episode) and episode.id_ not in self._whole_episode_inputs:
+                self._whole_episode_inputs[episode.id_] = _whole_episode_inputs(
+                    episode, gamma, horizon
+                )
+        sampled = self._postprocess_and_sample(episodes)
+        held = getattr(self.episode_buffer, "episode_id_to_index", None)
+        if held is not None:  # Forget episodes the buffer evicted.
+            for episode_id in set(self._whole_episode_inputs) - set(held):
+                del self._whole_episode_inputs[episode_id]
+        for episode in sampled:
+            inputs = self._whole_episode_inputs.get(episode.id_)
+            if inputs is None:
+                log_once(
+                    "rllib-fork: sampled episodes the prelearner did not buffer "
+                    "(a custom `_postprocess_and_sample`?) bootstrap at the end "
+                    "of each sampled slice."
+                )
+                _add_slice_value_target_inputs(episode, gamma)
+            else:
+                rows = slice(episode.t_started, episode.t_started + len(episode))
+                _set_value_target_inputs(episode, inputs, rows)
+        return sampled
 
     def _decode_episodes(
         self, batch: Dict[str, np.ndarray]
@@ -366,13 +414,37 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         )
 
 
+def _whole_episode_inputs(
+    episode: SingleAgentEpisode, gamma: float, horizon: Optional[int]
+) -> ValueTargetInputs:
+    """The value-target inputs of every step of a whole episode."""
+    block = EpisodeBlock.from_episodes([episode_columns_from_episode(episode)])
+    steps = np.arange(len(episode), dtype=np.int64)
+    return value_target_inputs_at(
+        block, np.zeros_like(steps), steps, gamma=gamma, horizon=horizon
+    )
+
+
+def _set_value_target_inputs(
+    episode: SingleAgentEpisode, inputs: ValueTargetInputs, rows: slice
+) -> None:
+    """Puts rows `rows` of `inputs` into the episode's extra model outputs."""
+    for column, values in (
+        (RETURNS_TO_BOOTSTRAP, inputs.returns_to_bootstrap),
+        (BOOTSTRAP_DISCOUNT, inputs.bootstrap_discount),
+        (BOOTSTRAP_OBS, inputs.bootstrap_obs),
+    ):
+        episode.extra_model_outputs[column] = InfiniteLookbackBuffer(
+            data=tree.map_structure(lambda leaf: leaf[rows], values), lookback=0
+        )
+
+
 def _add_slice_value_target_inputs(episode: SingleAgentEpisode, gamma: float):
     """Value-target inputs of an episode slice's steps, bootstrapping at its end.
 
-    Upstream's path samples short slices (one step by default) or maps each
-    tabular row to a one-step episode, so the bootstrap is the slice's last
-    observation: `r_t + gamma * V(s_{t+1})` for a one-step slice, as
-    upstream's GAE over such slices gives.
+    For tabular rows (one-step episodes) and slices of episodes the
+    prelearner does not hold whole: `r_t + gamma * V(s_{t+1})` for a
+    one-step slice, as upstream's GAE over such slices gives.
     """
     length = len(episode)
     if not length:

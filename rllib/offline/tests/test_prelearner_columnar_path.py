@@ -6,10 +6,9 @@ sampling generators of the columnar buffer and of upstream's
 are replaced by one script of values (timestep indices and n-steps), and the
 per-episode path adds the episodes in batch order (upstream adds a set, whose
 order is arbitrary). Every output column must then match in dtype, shape and
-value. MARWIL's rows carry value-target inputs on both paths; the per-episode
-path bootstraps at the end of each sampled slice, so the columnar side uses
-`offline_value_horizon=1` here. No Ray cluster: the prelearner is a plain
-callable.
+value. MARWIL's rows carry value-target inputs on both paths, the same for
+any `gamma`, `offline_value_horizon` and `n_step`. No Ray cluster: the
+prelearner is a plain callable.
 """
 
 import logging
@@ -86,12 +85,21 @@ def _structured(name, to_numpy=True):
     return space, structured_obs.ACTION_SPACE, episodes
 
 
-def _prelearner(algo, obs_space, action_space, fast, module=None, n_step=None):
+def _prelearner(
+    algo,
+    obs_space,
+    action_space,
+    fast,
+    module=None,
+    n_step=None,
+    gamma=0.99,
+    horizon=None,
+):
     config = BCConfig() if algo == "bc" else MARWILConfig()
     config = (
         config.environment(observation_space=obs_space, action_space=action_space)
-        .training(train_batch_size_per_learner=BATCH_SIZE)
-        .learners(learner_config_dict={HORIZON_KEY: 1})
+        .training(train_batch_size_per_learner=BATCH_SIZE, gamma=gamma)
+        .learners(learner_config_dict={HORIZON_KEY: horizon})
         .offline_data(
             input_="/nonexistent",
             input_read_episodes=True,
@@ -134,6 +142,8 @@ def _run_both(
     compression=None,
     seed=0,
     general_episodes=None,
+    gamma=0.99,
+    horizon=None,
 ):
     """Feeds both paths; `general_episodes` (same content) go to the general one."""
     obs_space, action_space, episodes = data
@@ -145,8 +155,9 @@ def _run_both(
         general_payloads = np.array(
             [encode_episode(e, compression) for e in general_episodes], dtype=object
         )
-    fast = _prelearner(algo, obs_space, action_space, True, module, n_step)
-    general = _prelearner(algo, obs_space, action_space, False, module, n_step)
+    settings = {"n_step": n_step, "gamma": gamma, "horizon": horizon}
+    fast = _prelearner(algo, obs_space, action_space, True, module, **settings)
+    general = _prelearner(algo, obs_space, action_space, False, module, **settings)
     assert fast.uses_columnar_path and not general.uses_columnar_path
     # Upstream adds a set of episodes; keep the batch order here instead.
     general._validate_episodes = list
@@ -191,17 +202,9 @@ def test_cartpole_batches_match(algo, to_numpy):
 @pytest.mark.parametrize("algo", ["bc", "marwil"])
 @pytest.mark.parametrize("n_step", [3, (1, 6)])
 def test_n_step_batches_match(algo, n_step):
-    """n-step sums, overshooting ends and upstream's item counter agree.
-
-    Value-target inputs are left out: a per-episode slice keeps only the
-    n-step reward sum, so its bootstrap cannot match `offline_value_horizon`
-    (they are checked against a reference in test_bootstrapped_returns.py).
-    """
+    """n-step sums, overshooting ends and upstream's item counter agree."""
     data = _cartpole(max_steps=12)
     out_fast, out_general = _run_both(algo, data, n_step=n_step)
-    for out in (out_fast, out_general):
-        for key in [k for k in out if k.split("/")[1] in _INPUT_COLUMNS]:
-            del out[key]
     _assert_same(out_fast, out_general)
     n = out_fast[f"{DEFAULT_MODULE_ID}/n_step"]
     assert n.min() >= 1 and n.max() <= 5
@@ -209,7 +212,50 @@ def test_n_step_batches_match(algo, n_step):
         assert len(set(n.tolist())) > 1
 
 
-_INPUT_COLUMNS = (RETURNS_TO_BOOTSTRAP, BOOTSTRAP_DISCOUNT, BOOTSTRAP_OBS)
+def _reference_inputs(episodes, flat_steps, gamma, horizon):
+    """Each drawn step's value-target inputs, by a plain loop over its episode."""
+    lengths = np.array([len(e) for e in episodes])
+    ends = np.cumsum(lengths)
+    expected = []
+    for flat in flat_steps:
+        index = int(np.searchsorted(ends, flat, side="right"))
+        episode = episodes[index]
+        t = int(flat - (ends[index] - lengths[index]))
+        end = len(episode)
+        boot = end if horizon is None else min(t + horizon, end)
+        rewards = episode.get_rewards()
+        to_boot = sum(gamma ** (k - t) * float(rewards[k]) for k in range(t, boot))
+        terminal = boot == end and episode.is_terminated
+        discount = 0.0 if terminal else gamma ** (boot - t)
+        expected.append((to_boot, discount, episode.get_observations(boot)))
+    return expected
+
+
+@pytest.mark.parametrize("n_step", [1, 3, (1, 6)])
+@pytest.mark.parametrize("horizon", [None, 4])
+def test_value_target_inputs_mean_the_same_on_both_paths(n_step, horizon):
+    """`config.gamma` and the horizon on both paths, whatever the n-step.
+
+    The per-episode path used to bootstrap one step after each sampled
+    slice, with the n-step reward discounted by upstream's default 0.99.
+    """
+    gamma = 0.9
+    data = _cartpole(max_steps=12)
+    out_fast, out_general = _run_both(
+        "marwil", data, n_step=n_step, gamma=gamma, horizon=horizon
+    )
+    _assert_same(out_fast, out_general)
+    starts, _ = _script(data[2], n_step, seed=0)
+    key = f"{DEFAULT_MODULE_ID}/{{}}".format
+    returns = out_general[key(RETURNS_TO_BOOTSTRAP)]
+    expected = _reference_inputs(data[2], starts[: len(returns)], gamma, horizon)
+    np.testing.assert_allclose(returns, [e[0] for e in expected], rtol=1e-5)
+    np.testing.assert_allclose(
+        out_general[key(BOOTSTRAP_DISCOUNT)], [e[1] for e in expected], rtol=1e-6
+    )
+    np.testing.assert_array_equal(
+        out_general[key(BOOTSTRAP_OBS)], np.stack([e[2] for e in expected])
+    )
 
 
 class _NoNetworkModule(TorchRLModule):

@@ -28,7 +28,10 @@ n_step=...)` draws, with the same probabilities:
   per item unless an n-step overshoots an episode's end).
 
 With `value_targets=(gamma, horizon)` each item also gets the inputs of its
-value target (see `rllib.utils.postprocessing.bootstrapped_returns`).
+value target (see `rllib.utils.postprocessing.bootstrapped_returns`): they
+depend on `gamma` and `horizon` only, not on the n-step, and the
+OfflinePreLearner's per-episode path computes the same ones
+(`value_target_inputs_at`).
 """
 
 import dataclasses
@@ -291,23 +294,41 @@ def _sample_block(block: EpisodeBlock, steps, n, n_step_gamma, value_targets):
         timesteps=t,
     )
     if value_targets is not None:
-        gamma, horizon = value_targets
-        boot = bootstrap_steps(t, length, horizon)
-        returns = block.returns_to_go(gamma)
-        first_obs_row = starts[episode] + episode
-        returns_to_bootstrap, discount = value_target_inputs(
-            returns_at_t=returns[obs_rows],
-            returns_at_bootstrap=returns[first_obs_row + boot],
-            steps_to_bootstrap=boot - t,
-            terminal_at_bootstrap=(boot == length) & block.terminated[episode],
-            gamma=gamma,
-        )
-        sampled.value_target_inputs = ValueTargetInputs(
-            returns_to_bootstrap=returns_to_bootstrap,
-            bootstrap_obs=_take(block.observations, first_obs_row + boot),
-            bootstrap_discount=discount,
+        sampled.value_target_inputs = value_target_inputs_at(
+            block, episode, t, *value_targets
         )
     return sampled
+
+
+def value_target_inputs_at(
+    block: EpisodeBlock,
+    episode: np.ndarray,
+    t: np.ndarray,
+    gamma: float,
+    horizon: Optional[int],
+) -> ValueTargetInputs:
+    """The value-target inputs of steps `t` of episodes `episode` of `block`.
+
+    One meaning on every path: the recorded rewards discounted with `gamma`
+    up to `min(t + horizon, T)` (the episode's end `T` if `horizon` is None),
+    whatever n-step the transition was sampled with.
+    """
+    length = block.lengths[episode]
+    boot = bootstrap_steps(t, length, horizon)
+    returns = block.returns_to_go(gamma)
+    first_obs_row = block.step_starts[episode] + episode
+    returns_to_bootstrap, discount = value_target_inputs(
+        returns_at_t=returns[first_obs_row + t],
+        returns_at_bootstrap=returns[first_obs_row + boot],
+        steps_to_bootstrap=boot - t,
+        terminal_at_bootstrap=(boot == length) & block.terminated[episode],
+        gamma=gamma,
+    )
+    return ValueTargetInputs(
+        returns_to_bootstrap=returns_to_bootstrap,
+        bootstrap_obs=_take(block.observations, first_obs_row + boot),
+        bootstrap_discount=discount,
+    )
 
 
 def _take(nest, rows):
