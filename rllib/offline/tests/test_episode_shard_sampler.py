@@ -82,7 +82,9 @@ def _update_on_own_shard(learner):
 
 
 @pytest.mark.ray
-@pytest.mark.timeout(240)
+# A regression hangs in a DDP all-reduce, where the default signal method
+# never fires: the thread method ends the test process instead.
+@pytest.mark.timeout(240, method="thread")
 def test_two_learners_on_unequal_shards_run_equal_default_updates(
     ray_cluster, unequal_files
 ):
