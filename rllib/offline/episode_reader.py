@@ -49,9 +49,19 @@ def _is_hidden(path: str) -> bool:
     return os.path.basename(path.rstrip("/")).startswith((".", "_"))
 
 
+def _has_extension(path: str, extensions: Optional[Sequence[str]]) -> bool:
+    if extensions is None:
+        return True
+    name = path.lower()
+    return any(name.endswith("." + ext.lower().lstrip(".")) for ext in extensions)
+
+
 @PublicAPI(stability="alpha")
 def list_episode_files(
-    path: PathLike, *, filesystem: Optional[pa_fs.FileSystem] = None
+    path: PathLike,
+    *,
+    filesystem: Optional[pa_fs.FileSystem] = None,
+    file_extensions: Optional[Sequence[str]] = ("parquet",),
 ) -> Tuple[pa_fs.FileSystem, List[str]]:
     """Lists the parquet files under one or more files or directories.
 
@@ -60,7 +70,11 @@ def list_episode_files(
 
     Args:
         path: A file, a directory, or a list of them (local paths or URIs).
-        filesystem: A `pyarrow.fs.FileSystem`; None infers it from `path`.
+        filesystem: A `pyarrow.fs.FileSystem` (or fsspec filesystem); None
+            infers it from `path`.
+        file_extensions: Files in directories are kept if their name ends with
+            one of these (case-insensitive, as `ray.data.read_parquet`); None
+            keeps all.
 
     Returns:
         `(filesystem, sorted file paths)`.
@@ -82,7 +96,7 @@ def list_episode_files(
                 f.path
                 for f in fs.get_file_info(selector)
                 if f.type == pa_fs.FileType.File
-                and f.path.endswith(".parquet")
+                and _has_extension(f.path, file_extensions)
                 and not any(
                     _is_hidden(part)
                     for part in os.path.relpath(f.path, resolved).split(os.sep)

@@ -56,6 +56,7 @@ import json
 import logging
 import os
 import struct
+import urllib.parse
 import uuid
 import weakref
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
@@ -511,6 +512,11 @@ def resolve_filesystem(
         if "://" in path:
             return pa_fs.FileSystem.from_uri(path)
         return pa_fs.LocalFileSystem(), os.path.abspath(path)
+    if "://" in path:
+        # The filesystem is given: "s3://bucket/key" is "bucket/key" in it
+        # (as Ray Data reads it).
+        parsed = urllib.parse.urlparse(path)
+        path = parsed.netloc + parsed.path
     if isinstance(filesystem, pa_fs.FileSystem):
         return filesystem, path
     try:
