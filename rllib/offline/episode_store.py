@@ -1,7 +1,10 @@
 """Recorded episodes decoded once and held in Ray's object store for training.
 
-`EpisodeStore.start` splits the input files into row ranges, one Ray task per
-range reads its rows with pyarrow and decodes them into `EpisodeBlock`s
+`EpisodeStore.plan` splits the input files into row ranges from their parquet
+metadata and estimates the decoded size from a small decoded sample, so the
+caller checks its memory budget before anything else is decoded.
+`EpisodeStore.start` then runs one Ray task per range (a bounded number at
+once); each reads its rows with pyarrow and decodes them into `EpisodeBlock`s
 (`rllib.offline.episode_columns`): one per module, so rows of
 `MultiAgentEpisode`s give one block per module their agents map to. The
 blocks stay in the object store for all of training: every process on a node
@@ -9,9 +12,9 @@ reads them without a copy, and no pass over the data decodes anything again.
 `EpisodeStore.shards` deals the blocks out to the Learners (disjoint, balanced
 by timesteps); each Learner samples its shard (`rllib.offline.episode_shard_sampler`).
 
-If the decoded data outgrows the memory budget, `wait` stops the remaining
-tasks, drops what was decoded and returns False; the caller then streams the
-data through Ray Data instead.
+If the decoded data still outgrows the budget (the estimate was low), `wait`
+stops the remaining tasks, drops what was decoded and returns False; the
+caller then streams the data through Ray Data instead.
 """
 
 import logging
@@ -32,7 +35,7 @@ from rllib.offline.episode_reader import (
     iter_payloads,
 )
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ray." + __name__)
 
 #: A range of rows of one file: `(path, first row, end row)`.
 RowRange = Tuple[str, int, int]
@@ -45,6 +48,11 @@ _READ_BATCH_ROWS = 256
 #: the driver decodes about 60 MiB of CartPole payloads per second (per-step
 #: lists; numpy-ized payloads several times faster).
 DRIVER_DECODE_BYTES = 64 * 2**20
+
+#: The decoded-size estimate decodes at most this many rows, and about this
+#: many payload bytes, per sampled file.
+_SAMPLE_ROWS = 8
+_SAMPLE_BYTES = 4 * 2**20
 
 
 @dataclass
@@ -70,6 +78,42 @@ class EpisodeShard(RequiresFork):
         return [block for blocks in ray.get(self.block_refs) for block in blocks]
 
 
+@dataclass
+class DecodePlan:
+    """The row ranges to decode, and what the files' metadata says of them."""
+
+    ranges: List[RowRange]
+    #: Uncompressed parquet bytes of all files (a lower bound of the decoded
+    #: size for compressed payloads, an upper one for padded ones).
+    payload_bytes: int
+    #: `(rows, uncompressed bytes)` per file with rows.
+    file_sizes: Dict[str, Tuple[int, int]]
+
+    def estimate_decoded_bytes(self, **decode_kwargs) -> int:
+        """Decoded bytes of all rows, extrapolated from a sample decoded here.
+
+        Decodes the first rows of a few files spread over the input (a few
+        MiB of payload at most) and scales their decoded-to-payload ratio to
+        the whole input.
+
+        Args:
+            decode_kwargs: As `decode_row_range`.
+        """
+        files = [path for path, (rows, _) in self.file_sizes.items() if rows]
+        if not files:
+            return 0
+        picks = sorted({round(i) for i in np.linspace(0, len(files) - 1, 4)})
+        sampled_payload = decoded = 0
+        for path in (files[i] for i in picks):
+            rows, nbytes = self.file_sizes[path]
+            per_row = max(1, nbytes // rows)
+            take = max(1, min(_SAMPLE_ROWS, rows, _SAMPLE_BYTES // per_row))
+            _, sizes = decode_row_range((path, 0, take), **decode_kwargs)
+            sampled_payload += take * per_row
+            decoded += sizes["nbytes"]
+        return int(self.payload_bytes * decoded / sampled_payload)
+
+
 class EpisodeStore:
     """Decodes the input files in parallel Ray tasks and holds the blocks.
 
@@ -82,6 +126,28 @@ class EpisodeStore:
         self._size_refs: List[ray.ObjectRef] = size_refs
         self._sizes: Optional[List[Dict[str, int]]] = None
         self._started = time.perf_counter()
+        #: Submits the decoding task of range i (bounded: see `start`).
+        self._submit: Optional[Callable[[int], None]] = None
+        self._next_range = len(refs)
+
+    @staticmethod
+    def plan(
+        files: Sequence[str],
+        *,
+        filesystem: Optional[pa_fs.FileSystem],
+        min_ranges: int = 1,
+    ) -> DecodePlan:
+        """Splits `files` into row ranges from their metadata (nothing decoded).
+
+        Args:
+            files: The parquet files with an `item` column of episodes.
+            filesystem: Their filesystem (None: local or inferred per path).
+            min_ranges: Split the files into at least this many ranges (as
+                many as there are rows at most), e.g. one per Learner.
+        """
+        return split_into_row_ranges(
+            files, filesystem=filesystem, num_ranges=_num_ranges(min_ranges)
+        )
 
     @classmethod
     def start(
@@ -93,8 +159,11 @@ class EpisodeStore:
         action_space: Optional[Any],
         min_ranges: int = 1,
         policy_mapping_fn: Optional[Callable] = None,
+        plan: Optional[DecodePlan] = None,
+        task_options: Optional[Dict[str, Any]] = None,
+        max_in_flight: Optional[int] = None,
     ) -> "EpisodeStore":
-        """Starts one decoding task per row range of `files`.
+        """Starts decoding the row ranges of `files`.
 
         Args:
             files: The parquet files with an `item` column of episodes.
@@ -106,33 +175,52 @@ class EpisodeStore:
                 modules (see `decode_module_columns`).
             min_ranges: Split the files into at least this many ranges (as
                 many as there are rows at most), e.g. one per Learner.
+            plan: The ranges, if already planned (`plan`).
+            task_options: `ray.remote` options of the decoding tasks.
+            max_in_flight: Decoding tasks running at once (default: one per
+                CPU of the cluster); `wait` starts the rest as tasks finish.
         """
-        ranges, payload_bytes = split_into_row_ranges(
-            files, filesystem=filesystem, num_ranges=_num_ranges(min_ranges)
-        )
+        if plan is None:
+            plan = cls.plan(files, filesystem=filesystem, min_ranges=min_ranges)
         kwargs = {
             "filesystem": filesystem,
             "observation_space": observation_space,
             "action_space": action_space,
             "policy_mapping_fn": policy_mapping_fn,
         }
-        refs, size_refs = [], []
-        if payload_bytes <= DRIVER_DECODE_BYTES:
+        if plan.payload_bytes <= DRIVER_DECODE_BYTES:
             # Small data decodes faster here than a Ray worker starts up.
-            for row_range in ranges:
+            refs, size_refs = [], []
+            for row_range in plan.ranges:
                 blocks, sizes = decode_row_range(row_range, **kwargs)
                 refs.append(ray.put(blocks))
                 size_refs.append(ray.put(sizes))
-        else:
-            decode = ray.remote(num_returns=2)(decode_row_range)
-            for row_range in ranges:
-                block_ref, size_ref = decode.remote(row_range, **kwargs)
-                refs.append(block_ref)
-                size_refs.append(size_ref)
-        return cls(ranges, refs, size_refs)
+            return cls(plan.ranges, refs, size_refs)
+        store = cls(plan.ranges, [], [])
+        decode = ray.remote(num_returns=2)(decode_row_range)
+        if task_options:
+            decode = decode.options(**task_options)
+
+        def submit(index: int) -> None:
+            block_ref, size_ref = decode.remote(plan.ranges[index], **kwargs)
+            store._block_refs.append(block_ref)
+            store._size_refs.append(size_ref)
+
+        store._submit = submit
+        limit = max_in_flight or _num_ranges(1)
+        for index in range(min(limit, len(plan.ranges))):
+            submit(index)
+        store._next_range = len(store._size_refs)
+        return store
 
     def wait(self, memory_budget: int) -> bool:
         """Waits for the decoding tasks; False if the data outgrew the budget.
+
+        Starts a queued range's task each time one finishes, so no more than
+        `max_in_flight` run at once.
+
+        Args:
+            memory_budget: Decoded bytes the whole input may take.
 
         Raises:
             ValueError: What a task raised for a row it cannot use (the message
@@ -148,17 +236,20 @@ class EpisodeStore:
             sizes[index] = _get_unwrapped(done[0])
             total += sizes[index]["nbytes"]
             if total > memory_budget:
-                for ref in self._block_refs:
-                    ray.cancel(ref, force=False)
-                self._block_refs, self._size_refs = [], []
-                logger.info(
+                self.cancel()
+                logger.warning(
                     "rllib-fork: decoded episodes exceed the memory budget (more "
                     "than %d bytes after %d of %d row ranges).",
                     memory_budget,
                     len(sizes),
-                    len(position),
+                    len(self._ranges),
                 )
                 return False
+            if self._next_range < len(self._ranges):
+                self._submit(self._next_range)
+                position[self._size_refs[-1]] = self._next_range
+                pending.append(self._size_refs[-1])
+                self._next_range += 1
         self._sizes = [sizes[i] for i in range(len(position))]
         logger.info(
             "rllib-fork: decoded %d episodes (%d timesteps, %.1f MiB) in %.1f s; "
@@ -169,6 +260,13 @@ class EpisodeStore:
             time.perf_counter() - self._started,
         )
         return True
+
+    def cancel(self) -> None:
+        """Stops the decoding tasks and drops what was decoded."""
+        for ref in self._block_refs:
+            ray.cancel(ref, force=False)
+        self._block_refs, self._size_refs = [], []
+        self._next_range = len(self._ranges)
 
     @property
     def num_timesteps(self) -> int:
@@ -334,29 +432,32 @@ def split_into_row_ranges(
     *,
     filesystem: Optional[pa_fs.FileSystem],
     num_ranges: int,
-) -> Tuple[List[RowRange], int]:
+) -> DecodePlan:
     """Splits files into about `num_ranges` row ranges of similar row counts.
 
     A file is split only when there are fewer files than ranges wanted.
 
     Returns:
-        `(ranges, bytes)`: the ranges and the files' uncompressed data size.
+        The ranges, the files' uncompressed data size and each file's size.
     """
-    counts = []
-    payload_bytes = 0
+    file_sizes: Dict[str, Tuple[int, int]] = {}
     for path in files:
         fs, resolved = _filesystem_for(path, filesystem)
         with fs.open_input_file(resolved) as handle:
             metadata = pq.ParquetFile(handle).metadata
-        counts.append(metadata.num_rows)
-        payload_bytes += sum(
-            metadata.row_group(i).total_byte_size
-            for i in range(metadata.num_row_groups)
+        file_sizes[path] = (
+            metadata.num_rows,
+            sum(
+                metadata.row_group(i).total_byte_size
+                for i in range(metadata.num_row_groups)
+            ),
         )
+    counts = [file_sizes[path][0] for path in files]
+    payload_bytes = sum(nbytes for _, nbytes in file_sizes.values())
     total = sum(counts)
     if len(files) >= num_ranges or total == 0:
         ranges = [(path, 0, count) for path, count in zip(files, counts) if count]
-        return ranges, payload_bytes
+        return DecodePlan(ranges, payload_bytes, file_sizes)
     ranges = []
     for path, count in zip(files, counts):
         pieces = max(1, min(count, round(num_ranges * count / total)))
@@ -364,7 +465,7 @@ def split_into_row_ranges(
         ranges.extend(
             (path, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a
         )
-    return ranges, payload_bytes
+    return DecodePlan(ranges, payload_bytes, file_sizes)
 
 
 def _num_ranges(min_ranges: int) -> int:

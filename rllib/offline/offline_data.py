@@ -23,9 +23,19 @@ batch is sampled from that module's episodes: on each Learner in memory, or
 in the fork's prelearner when streaming (`num_learners` 0 or 1; upstream's
 prelearner has no multi-agent support).
 
-The memory budget is `config.learners(learner_config_dict=
-{"offline_data_memory_budget": bytes})`; by default half of the cluster's
-object store. 0 always streams.
+The memory budget is per node: `config.learners(learner_config_dict=
+{"offline_data_memory_budget": bytes})`, by default half of the object store
+of the node that holds the decoded episodes (with 0 or 1 Learners the
+driver's or the Learner's node holds all of them, with more each Learner's
+node its shard). It is checked before decoding, from the files' sizes and a
+decoded sample (`rllib.offline.episode_store`); over it, the data streams
+(logged at WARNING with the numbers). 0 always streams.
+
+`input_filesystem` ("s3", "gcs", "abs" with `input_filesystem_kwargs`, a
+pyarrow or fsspec filesystem) is used to list and decode the files;
+`input_read_method_kwargs` that could change which rows are read (a row
+`filter`, `columns`, ...) make the data stream through Ray Data, which
+applies them (`rllib.offline.episode_input`).
 """
 
 import logging
@@ -33,7 +43,6 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import gymnasium as gym
-import pyarrow.fs as pa_fs
 import ray
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env import INPUT_ENV_SPACES
@@ -43,21 +52,30 @@ from ray.util.annotations import PublicAPI
 
 from rllib._fork.cluster_check import fork_stamp
 from rllib.offline.episode_columns import agent_to_module_fn
+from rllib.offline.episode_input import (
+    as_pyarrow,
+    input_filesystem,
+    is_fsspec,
+    listing_kwargs,
+    task_options,
+    unsupported_read_kwargs,
+)
 from rllib.offline.episode_reader import (
     agreed_spaces,
     list_episode_files,
 )
 from rllib.offline.episode_shard_sampler import EpisodeShardSampler
-from rllib.offline.episode_store import EpisodeShard, EpisodeStore
+from rllib.offline.episode_store import DecodePlan, EpisodeShard, EpisodeStore
+from rllib.offline.memory_budget import (
+    DEFAULT_BUDGET_SHARE,  # noqa: F401 (re-exported)
+    MEMORY_BUDGET_KEY,
+    Allowance,
+    allowed_bytes,
+    configured_budget,
+)
 from rllib.offline.offline_prelearner import OfflinePreLearner
 
-logger = logging.getLogger(__name__)
-
-#: `learner_config_dict` key: bytes of decoded episodes to hold in memory.
-MEMORY_BUDGET_KEY = "offline_data_memory_budget"
-
-#: Share of the cluster's object store the default budget allows.
-DEFAULT_BUDGET_SHARE = 0.5
+logger = logging.getLogger("ray." + __name__)
 
 
 @PublicAPI(stability="alpha")
@@ -81,6 +99,9 @@ class OfflineData(_upstream.OfflineData):
             None,
         )
         self._spaces: Optional[Dict[str, Any]] = None
+        self._plan: Optional[DecodePlan] = None
+        self._estimated_bytes: Optional[int] = None
+        self._allowance: Optional[Allowance] = None
         if config.input_read_episodes and config.input_read_method == "read_parquet":
             # Before Ray Data sees the path: a missing or empty `input_` gets
             # the fork's error, not Ray Data's.
@@ -89,8 +110,15 @@ class OfflineData(_upstream.OfflineData):
         if self._streaming_reason is None:
             # Ray Data reads the files only if the data ends up streaming.
             self._set_up_without_reading(config)
-            if any(self._decode_spaces()):
+            # Before anything is decoded (Learners not placed yet: every node
+            # they could go to counts).
+            self._streaming_reason = self._over_budget_reason(None)
+            if self._streaming_reason is None and any(self._decode_spaces()):
                 self._start_decoding()
+        elif config.input_read_episodes and is_fsspec(config.input_filesystem):
+            # Upstream's set-up refuses fsspec instances; Ray Data reads them.
+            self._set_up_without_reading(config)
+            _ = self.data  # Read now, as upstream's set-up does.
         else:
             super().__init__(config)
 
@@ -109,10 +137,12 @@ class OfflineData(_upstream.OfflineData):
         self.data_is_mapped = False
         self.filesystem = config.input_filesystem
         self.filesystem_kwargs = config.input_filesystem_kwargs
-        self.filesystem_object = None
-        if isinstance(self.filesystem, pa_fs.FileSystem):
-            self.filesystem_object = self.filesystem
-            self.data_read_method_kwargs["filesystem"] = self.filesystem
+        # As upstream builds it ("s3", "gcs", "abs" with their kwargs).
+        self.filesystem_object = input_filesystem(config)
+        if is_fsspec(self.filesystem):
+            self.filesystem_object = as_pyarrow(self.filesystem_object)
+        if self.filesystem_object is not None:
+            self.data_read_method_kwargs["filesystem"] = self.filesystem_object
         self.batch_iterators = None
         self.map_batches_kwargs = (
             self.default_map_batches_kwargs | config.map_batches_kwargs
@@ -155,16 +185,62 @@ class OfflineData(_upstream.OfflineData):
             known = self._spaces[INPUT_ENV_SPACES]
         return tuple(rec or conf for rec, conf in zip(self._recorded_spaces, known))
 
-    def _start_decoding(self) -> None:
+    def _decode_kwargs(self) -> Dict[str, Any]:
         observation_space, action_space = self._decode_spaces()
+        return {
+            "filesystem": self._episode_filesystem,
+            "observation_space": observation_space,
+            "action_space": action_space,
+            "policy_mapping_fn": agent_to_module_fn(self.config),
+        }
+
+    def _start_decoding(self) -> None:
         self._store = EpisodeStore.start(
             self._episode_files,
-            filesystem=self._episode_filesystem,
-            observation_space=observation_space,
-            action_space=action_space,
             min_ranges=max(1, self.config.num_learners),
-            policy_mapping_fn=agent_to_module_fn(self.config),
+            plan=self._plan,
+            task_options=task_options(self.config),
+            **self._decode_kwargs(),
         )
+
+    def _over_budget_reason(self, learner_node_ids) -> Optional[str]:
+        """Why the decoded episodes would not fit the nodes that hold them.
+
+        Checked before decoding, from the files' sizes and a decoded sample
+        (`DecodePlan.estimate_decoded_bytes`); logged at WARNING.
+
+        Args:
+            learner_node_ids: Each remote Learner's node, None before they
+                run (then every node one could be placed on counts).
+        """
+        # Starts Ray if the user has not (as upstream's read would here).
+        allowance = allowed_bytes(self.config, learner_node_ids)
+        if self._plan is None:
+            self._plan = EpisodeStore.plan(
+                self._episode_files,
+                filesystem=self._episode_filesystem,
+                min_ranges=max(1, self.config.num_learners),
+            )
+        if self._estimated_bytes is None:
+            self._estimated_bytes = self._plan.estimate_decoded_bytes(
+                **self._decode_kwargs()
+            )
+        self._allowance = allowance
+        if self._estimated_bytes <= allowance.total_bytes:
+            return None
+        needed = int(self._estimated_bytes * allowance.node_share)
+        reason = (
+            f"the decoded episodes need about {needed / 2**20:.1f} MiB on node "
+            f"{allowance.node_id} ({self._estimated_bytes / 2**20:.1f} MiB in all, "
+            f"estimated from {self._plan.payload_bytes / 2**20:.1f} MiB of parquet "
+            f"data), over its memory budget of {allowance.node_budget / 2**20:.1f} "
+            f"MiB ({allowance.source}). To hold them in memory, raise the budget "
+            f"per node with `config.learners(learner_config_dict="
+            f"{{{MEMORY_BUDGET_KEY!r}: <bytes>}})` or give the node more object "
+            "store memory"
+        )
+        logger.warning("rllib-fork: offline data streams through Ray Data: %s.", reason)
+        return reason
 
     @property
     def spaces(self) -> Optional[Dict[str, Any]]:
@@ -207,9 +283,15 @@ class OfflineData(_upstream.OfflineData):
     def _choose_mode(self) -> str:
         reason = self._streaming_reason or self._stateful_module_reason()
         if reason is None:
+            # The Learners run now: check the nodes they are on.
+            reason = self._over_budget_reason(self.locality_hints)
+            if reason is not None and self._store is not None:
+                self._store.cancel()
+                self._store = None
+        if reason is None:
             if self._store is None:
                 self._start_decoding()
-            budget = _memory_budget(self.config)
+            budget = self._allowance.total_bytes
             if self._store.wait(budget):
                 logger.info(
                     "rllib-fork: offline data in memory: %d episodes, %.1f MiB "
@@ -350,11 +432,13 @@ def list_input_episodes(config):
     inputs = config.input_
     paths = inputs if isinstance(inputs, list) else [inputs]
     paths = [_without_local_scheme(str(p)) for p in paths]
-    filesystem = config.input_filesystem
-    if not isinstance(filesystem, pa_fs.FileSystem):
-        filesystem = None  # Inferred from the paths (e.g. "s3://...").
+    # None: inferred from the paths (e.g. "s3://...").
+    filesystem = as_pyarrow(input_filesystem(config))
+    extensions = listing_kwargs(config).get("file_extensions", ("parquet",))
     try:
-        filesystem, files = list_episode_files(paths, filesystem=filesystem)
+        filesystem, files = list_episode_files(
+            paths, filesystem=filesystem, file_extensions=extensions
+        )
     except FileNotFoundError as error:
         raise FileNotFoundError(
             f"`config.offline_data(input_={inputs!r})`: {error} With "
@@ -467,20 +551,6 @@ def take_recorded_agent_spaces(config, spaces) -> None:
         )
 
 
-def _memory_budget(config) -> int:
-    """Bytes of decoded episodes to hold in memory (see `MEMORY_BUDGET_KEY`)."""
-    budget = config.learner_config_dict.get(MEMORY_BUDGET_KEY)
-    if budget is not None:
-        if not isinstance(budget, (int, float)) or budget < 0:
-            raise ValueError(
-                f"`learner_config_dict[{MEMORY_BUDGET_KEY!r}]` must be a number "
-                f"of bytes >= 0 (0 always streams), got {budget!r}."
-            )
-        return int(budget)
-    store = ray.cluster_resources().get("object_store_memory", 0)
-    return int(DEFAULT_BUDGET_SHARE * store)
-
-
 def _in_memory_blocker(config) -> Optional[str]:
     """Why the data must stream through Ray Data, or None."""
     if not config.input_read_episodes:
@@ -491,8 +561,16 @@ def _in_memory_blocker(config) -> Optional[str]:
         return f"`input_read_method={config.input_read_method!r}`"
     if config.prelearner_class not in (None, OfflinePreLearner):
         return f"custom `prelearner_class` {config.prelearner_class}"
-    if _memory_budget(config) == 0:
+    if configured_budget(config) == 0:
         return f"`learner_config_dict[{MEMORY_BUDGET_KEY!r}]` is 0"
+    unsupported = unsupported_read_kwargs(config)
+    if unsupported:
+        reason = (
+            f"`input_read_method_kwargs` {unsupported} may change which rows are "
+            "read, and only Ray Data applies them exactly"
+        )
+        logger.warning("rllib-fork: offline data streams through Ray Data: %s.", reason)
+        return reason
     return None
 
 

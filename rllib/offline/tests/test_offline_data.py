@@ -127,7 +127,7 @@ def test_in_memory_mode_decodes_once_and_samples_every_episode(
         action_space=ENV.action_space,
     )
     config.input_ = [fork_dir, hand_rolled_dir]
-    with caplog.at_level(logging.INFO, logger="rllib.offline.offline_data"):
+    with caplog.at_level(logging.INFO, logger="ray.rllib.offline.offline_data"):
         algo = config.build_algo()
         try:
             algo.train()
