@@ -72,7 +72,16 @@ setup(
         "aiohttp>=3.8",
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6"],
+        # moto (with flask) serves the S3 protocol on 127.0.0.1 for the cloud
+        # input tests; its botocore needs python-dateutil < 3.
+        "test": [
+            "pytest>=8",
+            "pytest-timeout>=2.3",
+            "ruff>=0.6",
+            "moto[s3]>=5.1",
+            "flask>=3",
+            "flask-cors>=5",
+        ],
         "doc": ["sphinx>=7", "pydata-sphinx-theme>=0.15", "myst-parser>=2"],
         "bench": ["matplotlib>=3.7"],
         # `ray.rllib.offline.minari_io`: read, write and convert Minari datasets
