@@ -72,6 +72,7 @@ from rllib.offline.memory_budget import (
     Allowance,
     allowed_bytes,
     configured_budget,
+    start_ray_if_needed,
 )
 from rllib.offline.offline_prelearner import OfflinePreLearner
 
@@ -110,11 +111,15 @@ class OfflineData(_upstream.OfflineData):
         if self._streaming_reason is None:
             # Ray Data reads the files only if the data ends up streaming.
             self._set_up_without_reading(config)
-            # Before anything is decoded (Learners not placed yet: every node
-            # they could go to counts).
-            self._streaming_reason = self._over_budget_reason(None)
-            if self._streaming_reason is None and any(self._decode_spaces()):
-                self._start_decoding()
+            # Ray starts here upstream (Ray Data's read): same with the fork.
+            start_ray_if_needed()
+            if any(self._decode_spaces()):
+                # Before anything is decoded (Learners not placed yet: every
+                # node they could go to counts). Without spaces yet, at the
+                # first `sample()`.
+                self._streaming_reason = self._over_budget_reason(None)
+                if self._streaming_reason is None:
+                    self._start_decoding()
         elif config.input_read_episodes and is_fsspec(config.input_filesystem):
             # Upstream's set-up refuses fsspec instances; Ray Data reads them.
             self._set_up_without_reading(config)
@@ -230,10 +235,10 @@ class OfflineData(_upstream.OfflineData):
             return None
         needed = int(self._estimated_bytes * allowance.node_share)
         reason = (
-            f"the decoded episodes need about {needed / 2**20:.1f} MiB on node "
-            f"{allowance.node_id} ({self._estimated_bytes / 2**20:.1f} MiB in all, "
-            f"estimated from {self._plan.payload_bytes / 2**20:.1f} MiB of parquet "
-            f"data), over its memory budget of {allowance.node_budget / 2**20:.1f} "
+            f"the decoded episodes need about {needed / 2**20:.2f} MiB on node "
+            f"{allowance.node_id} ({self._estimated_bytes / 2**20:.2f} MiB in all, "
+            f"estimated from {self._plan.payload_bytes / 2**20:.2f} MiB of parquet "
+            f"data), over its memory budget of {allowance.node_budget / 2**20:.2f} "
             f"MiB ({allowance.source}). To hold them in memory, raise the budget "
             f"per node with `config.learners(learner_config_dict="
             f"{{{MEMORY_BUDGET_KEY!r}: <bytes>}})` or give the node more object "
