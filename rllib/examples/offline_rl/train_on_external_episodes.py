@@ -253,15 +253,21 @@ def require_matplotlib() -> None:
 
 
 def restore_instructions(checkpoint_dir: str) -> str:
-    """How to load the policy and restore the Learner from `checkpoint_dir`."""
+    """How to load the policy and restore the algorithm from `checkpoint_dir`.
+
+    Each indented block runs as printed in a fresh Python process.
+    """
     module_dir = module_checkpoint(checkpoint_dir)
     return (
         f"Checkpoint: {checkpoint_dir}\n"
         "Load the trained policy network (no Ray needed):\n"
+        "    import torch\n"
         "    from ray.rllib.core.rl_module.rl_module import RLModule\n"
         f"    module = RLModule.from_checkpoint({module_dir!r})\n"
+        "    obs_batch = torch.tensor([[0.0, 0.0, 0.05, 0.0]])  # (batch, 4)\n"
         '    logits = module.forward_inference({"obs": obs_batch})'
         '["action_dist_inputs"]\n'
+        "    action = int(logits.argmax(dim=-1)[0])\n"
         "Or restore the whole algorithm (Learner, optimizer, iteration) to "
         "train on:\n"
         "    from ray.rllib.algorithms.algorithm import Algorithm\n"

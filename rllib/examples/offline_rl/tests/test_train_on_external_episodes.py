@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 import sys
 
 import numpy as np
@@ -111,6 +112,50 @@ def test_algorithm_from_checkpoint(run):
         )
     finally:
         algo.stop()
+
+
+def _printed_code_blocks(text):
+    """The indented blocks of the job's restore instructions, dedented."""
+    blocks, current = [], []
+    for line in text.splitlines():
+        if line.startswith("    "):
+            current.append(line[4:])
+        elif current:
+            blocks.append("\n".join(current))
+            current = []
+    if current:
+        blocks.append("\n".join(current))
+    return blocks
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_printed_snippets_run_as_printed_in_a_fresh_process(run):
+    """What the job prints works when pasted into a new interpreter that has
+    not started Ray (the common way users come back to a checkpoint)."""
+    import subprocess
+
+    _, summary, _, _ = run
+    load_module, restore_algorithm = _printed_code_blocks(
+        example.restore_instructions(summary["checkpoint_dir"])
+    )
+    checks = [
+        (
+            load_module,
+            "print('ACTION', action, tuple(logits.shape))",
+            r"ACTION [01] \(1, 2\)",
+        ),
+        (restore_algorithm, "print('ITERATION', algo.iteration)", r"ITERATION 2"),
+    ]
+    for code, probe, expected in checks:
+        result = subprocess.run(
+            [sys.executable, "-c", code + "\n" + probe],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert result.returncode == 0, code + "\n" + result.stderr[-3000:]
+        assert re.search(expected, result.stdout), result.stdout
 
 
 def test_output_dir_is_taken_over_only_from_an_earlier_run(tmp_path):
