@@ -13,7 +13,6 @@ FINGERPRINTS = {
         "files": {
             "ray.rllib.algorithms.algorithm": "f291b63a5feeda08084fc2b6a14200dbd0c6dcc2272fdf52588431bb0eb4bf76",
             "ray.rllib.algorithms.algorithm_config": "8b4e42a9a90ab0b2c9f27441299767edd760c78ff2b65124d66144538ec63072",
-            "ray.rllib.algorithms.marwil.marwil": "fbf665f0dc234b165978f825884a8a211bed4338af7184ab5ea5ca9fdbdb056f",
             "ray.rllib.algorithms.marwil.marwil_learner": "d02d4cc0ecc9bca15cb4617a9e19bb6fbcadf6865bdf8da6fecc8b210604d1ad",
             "ray.rllib.algorithms.marwil.torch.marwil_torch_learner": "17f1f28901c0fff5362ec5f5a10fb0ad23383625ec4c8cc89be45f34e9ba6f3e",
             "ray.rllib.connectors.learner.general_advantage_estimation": "3fc20146010ae8bd9c6370395d218be0abcbd652b335946b93bfbea94600c826",
@@ -38,13 +37,11 @@ FINGERPRINTS = {
             "ray.rllib.algorithms.algorithm_config": {
                 "AlgorithmConfig._validate_offline_settings": "5bb6df38321ac94f",
             },
-            "ray.rllib.algorithms.marwil.marwil": {
-                "MARWILConfig.__init__": "f8104a21c3fd47b0",
-                "MARWILConfig._model_config_auto_includes": "1fdda751f0790c10",
-            },
             "ray.rllib.algorithms.marwil.torch.marwil_torch_learner": {
                 "MARWILTorchLearner.compute_loss_for_module": "0d17cb0dda1371ae",
                 "MARWILTorchLearner.compute_losses": "1cca2209f769b1a0",
+                "MARWILTorchLearner.get_state": "434ed5b0ceeb0a3e",
+                "MARWILTorchLearner.set_state": "c067c71b2ffe3439",
             },
             "ray.rllib.connectors.learner.general_advantage_estimation": {
                 "GeneralAdvantageEstimation": "63de0947ccb858ec",

@@ -26,7 +26,6 @@ REPLACING_MODULES = (
     "rllib.offline.offline_env_runner",
     "rllib.algorithms.algorithm_config",
     "rllib.algorithms.algorithm",
-    "rllib.algorithms.marwil.marwil",
     "rllib.algorithms.marwil.torch.marwil_torch_learner",
 )
 

@@ -1,34 +1,54 @@
-"""MARWIL gets a value network of its own unless the user asks otherwise."""
+"""MARWIL, BC and IQL keep upstream's config defaults and module layout."""
 
 import sys
 
-import gymnasium as gym
 import pytest
+
+from rllib._fork.tests.differential import assert_same, run_in_both_modes
+
+_SCENARIO = """
+import re
+import gymnasium as gym
+from ray.rllib.algorithms.bc import BCConfig
+from ray.rllib.algorithms.iql import IQLConfig
 from ray.rllib.algorithms.marwil import MARWILConfig
 
-ENV = gym.make("CartPole-v1")
-
-
-def _module(config):
+env = gym.make("CartPole-v1")
+result = {}
+for name, config in (
+    ("marwil", MARWILConfig()),
+    ("marwil_beta_1", MARWILConfig().training(beta=1.0)),
+    ("bc", BCConfig()),
+    ("iql", IQLConfig()),
+):
     spec = config.get_default_rl_module_spec()
-    spec.observation_space = ENV.observation_space
-    spec.action_space = ENV.action_space
+    spec.observation_space = env.observation_space
+    spec.action_space = env.action_space
     spec.model_config = config.model_config
-    return spec.build()
+    parameters = None
+    if name != "iql":  # IQL's module needs a continuous action space.
+        parameters = [
+            [key, list(value.shape)]
+            for key, value in spec.build().state_dict().items()
+        ]
+    result[name] = {
+        "config": {
+            key: re.sub(" at 0x[0-9a-f]+", "", repr(value))
+            for key, value in config.to_dict().items()
+        },
+        "parameters": parameters,
+    }
+emit(result)
+"""
 
 
-def test_separate_value_network_by_default():
-    config = MARWILConfig()
-    assert config.model_config["vf_share_layers"] is False
-    names = [name for name, _ in _module(config).encoder.named_children()]
-    assert names == ["actor_encoder", "critic_encoder"]
-
-
-def test_user_choice_wins():
-    config = MARWILConfig().rl_module(model_config={"vf_share_layers": True})
-    assert config.model_config["vf_share_layers"] is True
-    names = [name for name, _ in _module(config).encoder.named_children()]
-    assert "critic_encoder" not in names
+@pytest.mark.timeout(180)
+def test_configs_and_module_layouts_are_upstreams():
+    upstream, fork = run_in_both_modes(_SCENARIO, timeout=150)
+    assert_same(upstream, fork)
+    # Upstream's layout: one encoder that the value head shares.
+    keys = [key for key, _ in fork["marwil_beta_1"]["parameters"]]
+    assert not any("critic_encoder" in key for key in keys), keys
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.algorithms.marwil import MARWILConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
@@ -17,8 +16,15 @@ from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
-from rllib.algorithms.marwil.marwil import ADVANTAGE_NORM_UPDATE_RATE
-from rllib.algorithms.marwil.torch.marwil_torch_learner import MAX_EXPONENT
+from rllib.algorithms.marwil.torch.advantage_statistics import (
+    ADVANTAGE_NORM_UPDATE_RATE,
+    STATE_KEY,
+    update_rate,
+)
+from rllib.algorithms.marwil.torch.marwil_torch_learner import (
+    MAX_EXPONENT,
+    VALUE_TARGET_SCALE_KEY,
+)
 from rllib.core.learner.value_targets import add_value_targets
 from rllib.utils.postprocessing.bootstrapped_returns import (
     BOOTSTRAP_DISCOUNT,
@@ -66,12 +72,13 @@ def _update(learner, batch):
     )
 
 
-def test_fork_default_update_rate():
-    assert MARWILConfig().moving_average_sqd_adv_norm_update_rate == (
-        ADVANTAGE_NORM_UPDATE_RATE
-    )
+def test_update_rate_upstream_default_means_the_forks():
+    """The config keeps upstream's default (1e-8); the Learner reads it as
+    the fork's rate. Any other configured rate is used as given."""
+    assert MARWILConfig().moving_average_sqd_adv_norm_update_rate == 1e-8
+    assert update_rate(MARWILConfig()) == ADVANTAGE_NORM_UPDATE_RATE
     explicit = MARWILConfig().training(moving_average_sqd_adv_norm_update_rate=0.3)
-    assert explicit.moving_average_sqd_adv_norm_update_rate == 0.3
+    assert update_rate(explicit) == 0.3
 
 
 def test_normalizer_starts_from_the_data_then_moves_at_the_rate():
@@ -90,7 +97,7 @@ def test_normalizer_starts_from_the_data_then_moves_at_the_rate():
     assert float(norms[DEFAULT_MODULE_ID]) == pytest.approx(expected_first, rel=1e-5)
     expected_second = squared_advantages(second)
     _update(learner, second)
-    rate = config.moving_average_sqd_adv_norm_update_rate
+    rate = ADVANTAGE_NORM_UPDATE_RATE
     assert float(norms[DEFAULT_MODULE_ID]) == pytest.approx(
         expected_first + rate * (expected_second - expected_first), rel=1e-5
     )
@@ -143,9 +150,56 @@ def test_direct_loss_call_uses_the_configured_start_and_clips():
     assert policy_loss == pytest.approx(expected, rel=1e-4)
 
 
-def test_bc_gets_no_separate_value_network():
-    assert "vf_share_layers" not in BCConfig()._model_config_auto_includes
-    assert MARWILConfig()._model_config_auto_includes["vf_share_layers"] is False
+def test_value_loss_is_divided_by_the_value_target_scale():
+    """The total loss is `policy_loss + vf_coeff * vf_loss / scale`, where the
+    scale starts at the first batch's mean squared value target; `vf_loss` is
+    reported unscaled, as upstream reports it."""
+    config, learner = _learner(vf_coeff=0.5)
+    batch = _batch(64, 1.0, seed=4)
+    probe = {k: v.clone() for k, v in batch.items()}
+    add_value_targets(learner.module[DEFAULT_MODULE_ID], probe)
+    expected_scale = float((probe[Postprocessing.VALUE_TARGETS] ** 2).mean())
+    stats = _update(learner, batch)[DEFAULT_MODULE_ID]
+    scale = float(stats[VALUE_TARGET_SCALE_KEY].peek())
+    assert scale == pytest.approx(expected_scale, rel=1e-5)
+    policy_loss = float(stats[POLICY_LOSS_KEY].peek())
+    vf_loss = float(stats["vf_loss"].peek())
+    assert float(stats["total_loss"].peek()) == pytest.approx(
+        policy_loss + 0.5 * vf_loss / scale, rel=1e-5
+    )
+
+
+def test_statistics_round_trip_through_the_learner_state(caplog):
+    _, learner = _learner()
+    _update(learner, _batch(64, 1.0, seed=5))
+    _update(learner, _batch(64, 1.0, seed=6))
+    state = learner.get_state()
+    saved = state[STATE_KEY][DEFAULT_MODULE_ID]
+    assert saved["updates"] == 2
+    assert saved["moving_avg_sqd_adv_norm"] == float(
+        learner.moving_avg_sqd_adv_norms_per_module[DEFAULT_MODULE_ID]
+    )
+    assert "marwil_advantage_statistics" not in learner.get_state(
+        components="rl_module"
+    )
+
+    _, fresh = _learner()
+    fresh.set_state(state)
+    assert fresh.get_state()[STATE_KEY] == state[STATE_KEY]
+
+    # A state without the statistics (saved upstream) starts them fresh.
+    upstream_state = {k: v for k, v in state.items() if k != STATE_KEY}
+    with caplog.at_level("WARNING"):
+        fresh.set_state(upstream_state)
+    assert "start fresh" in caplog.text
+    batch = _batch(64, 1.0, seed=7)
+    probe = {k: v.clone() for k, v in batch.items()}
+    add_value_targets(fresh.module[DEFAULT_MODULE_ID], probe)
+    advantages = probe[Postprocessing.VALUE_TARGETS] - probe[Columns.VF_PREDS]
+    _update(fresh, batch)
+    assert float(
+        fresh.moving_avg_sqd_adv_norms_per_module[DEFAULT_MODULE_ID]
+    ) == pytest.approx(float((advantages**2).mean()), rel=1e-5)
 
 
 if __name__ == "__main__":

@@ -7,19 +7,27 @@ squared advantages. Upstream starts that average at 100 and moves it at rate
 rewards in the thousands every weight overflows to ``inf``, with rewards
 below 0.1 every weight is 1 (plain BC).
 
-- ``MARWILTorchLearner.compute_losses``: updates the average once per train
-  (mini)batch, before the loss, from the value pass that produced the
-  batch's value targets (``vf_preds``). The first update takes the batch's
-  value; later ones move at ``moving_average_sqd_adv_norm_update_rate``
-  (the fork's default, 0.05, follows the advantages as the value function
-  learns). ``c`` therefore tracks the scale of the advantages.
+- ``MARWILTorchLearner.compute_losses``: updates MARWIL's statistics once
+  per train (mini)batch, before the loss, from the value pass that produced
+  the batch's value targets (``vf_preds``); see
+  ``rllib.algorithms.marwil.torch.advantage_statistics`` (shared by all
+  Learners, checkpointed). ``c`` therefore tracks the scale of the
+  advantages.
 - ``MARWILTorchLearner.compute_loss_for_module``: the same loss as upstream,
   except that it reads the average without changing it (a loss called
   directly, as in an offline evaluation runner, uses the current value, or
   ``moving_average_sqd_adv_norm_start`` before any update), clips the
-  exponent at :data:`MAX_EXPONENT` so no weight overflows, and adds value
-  targets from the row's inputs when the batch has none yet
-  (``rllib.core.learner.value_targets``).
+  exponent at :data:`MAX_EXPONENT` so no weight overflows, divides the value
+  loss by the value-target scale (the moving average of squared value
+  targets: the fork's targets are real discounted returns, and unscaled
+  their gradient would dominate the trunk that the value head shares with
+  the policy by default), and adds value targets from the row's inputs when
+  the batch has none yet (``rllib.core.learner.value_targets``). The logged
+  ``vf_loss`` is upstream's unscaled ``0.5 * mean(A**2)``.
+- ``MARWILTorchLearner.get_state`` / ``set_state``: save and restore the
+  statistics under an extra key, which upstream's ``Learner.set_state``
+  ignores (fork checkpoints load upstream; upstream checkpoints load here,
+  the statistics then start fresh).
 """
 
 from typing import Any, Dict, Optional
@@ -30,13 +38,18 @@ from ray.rllib.algorithms.marwil.marwil_learner import (
     LEARNER_RESULTS_MOVING_AVG_SQD_ADV_NORM_KEY,
     LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
 )
+from ray.rllib.core import COMPONENT_OPTIMIZER
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY, VF_LOSS_KEY
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.torch_utils import explained_variance
-from ray.rllib.utils.typing import ModuleID, TensorType
+from ray.rllib.utils.typing import TensorType
 
+from rllib.algorithms.marwil.torch import advantage_statistics
 from rllib.core.learner.value_targets import add_value_targets, has_value_target_inputs
+
+#: The metric that reports the value loss's divisor (see `compute_loss_for_module`).
+VALUE_TARGET_SCALE_KEY = "value_target_scale"
 
 #: Largest exponent of a MARWIL weight (``exp(20)`` is about 4.9e8): a guard
 #: against overflow, far above what normalized advantages reach.
@@ -44,32 +57,9 @@ MAX_EXPONENT = 20.0
 
 
 def compute_losses(self, *, fwd_out: Dict[str, Any], batch: Dict[str, Any]):
-    """Updates each module's advantage normalizer, then computes the losses."""
-    for module_id, module_batch in batch.items():
-        _update_advantage_normalizer(self, module_id, module_batch)
+    """Updates MARWIL's statistics from the batch, then computes the losses."""
+    advantage_statistics.update(self, batch)
     return _upstream_compute_losses(self, fwd_out=fwd_out, batch=batch)
-
-
-def _update_advantage_normalizer(learner, module_id: ModuleID, module_batch) -> None:
-    config = learner.config.get_config_for_module(module_id)
-    if (
-        config.beta == 0.0
-        or Postprocessing.VALUE_TARGETS not in module_batch
-        or Columns.VF_PREDS not in module_batch
-    ):
-        return
-    advantages = module_batch[Postprocessing.VALUE_TARGETS] - module_batch[
-        Columns.VF_PREDS
-    ].to(module_batch[Postprocessing.VALUE_TARGETS].dtype)
-    squared = _masked_mean(advantages.detach() ** 2, module_batch)
-    updates = learner.__dict__.setdefault("_advantage_normalizer_updates", {})
-    norms = learner.moving_avg_sqd_adv_norms_per_module
-    if not updates.get(module_id):
-        norms[module_id] = squared
-    else:
-        rate = config.moving_average_sqd_adv_norm_update_rate
-        norms[module_id] = norms[module_id] + rate * (squared - norms[module_id])
-    updates[module_id] = updates.get(module_id, 0) + 1
 
 
 def compute_loss_for_module(
@@ -90,7 +80,7 @@ def compute_loss_for_module(
     log_probs = action_dist.logp(batch[Columns.ACTIONS])
 
     if config.beta == 0.0:
-        vf_loss = 0.0
+        vf_loss, scale = 0.0, 1.0
         weights = 1.0
     else:
         if Postprocessing.VALUE_TARGETS not in batch and has_value_target_inputs(batch):
@@ -98,9 +88,10 @@ def compute_loss_for_module(
         values = module.compute_values(
             batch, embeddings=fwd_out.get(Columns.EMBEDDINGS)
         )
-        advantages = batch[Postprocessing.VALUE_TARGETS] - values
-        advantages_squared = mean(advantages**2)
-        vf_loss = 0.5 * advantages_squared
+        targets = batch[Postprocessing.VALUE_TARGETS]
+        advantages = targets - values
+        vf_loss = 0.5 * mean(advantages**2)
+        scale = _value_target_scale(self, module_id, targets, mean)
         norm = _current_norm(self, module_id, config, like=advantages)
         exponent = config.beta * advantages / (1e-8 + norm.sqrt())
         weights = torch.exp(exponent.clamp(max=MAX_EXPONENT)).detach()
@@ -109,7 +100,7 @@ def compute_loss_for_module(
     if config.bc_logstd_coeff > 0.0:
         log_std_term = config.bc_logstd_coeff * mean(action_dist.log_std, dim=1)
     policy_loss = -mean(weights * (log_probs + log_std_term))
-    total_loss = policy_loss + config.vf_coeff * vf_loss
+    total_loss = policy_loss + config.vf_coeff * vf_loss / scale
 
     if config.beta == 0.0:
         self.metrics.log_value((module_id, POLICY_LOSS_KEY), policy_loss, window=1)
@@ -122,6 +113,7 @@ def compute_loss_for_module(
                     batch[Postprocessing.VALUE_TARGETS], values
                 ),
                 LEARNER_RESULTS_MOVING_AVG_SQD_ADV_NORM_KEY: norm,
+                VALUE_TARGET_SCALE_KEY: scale,
             },
             key=module_id,
             window=1,
@@ -142,6 +134,17 @@ def _current_norm(learner, module_id, config, like: torch.Tensor) -> torch.Tenso
     return torch.as_tensor(norm, dtype=like.dtype, device=like.device)
 
 
+def _value_target_scale(learner, module_id, targets, mean) -> torch.Tensor:
+    """The value loss's divisor: the kept scale, else this batch's (a loss
+    called outside `update()`), never below 1e-8."""
+    scales = advantage_statistics.value_target_scales(learner)
+    if module_id in scales:
+        scale = scales[module_id].to(device=targets.device, dtype=targets.dtype)
+    else:
+        scale = mean(targets.detach() ** 2)
+    return scale.clamp(min=1e-8)
+
+
 def _masked_mean_fn(batch, burnin_len: int):
     """A mean over the steps the loss uses (``loss_mask`` minus the burn-in)."""
     if Columns.LOSS_MASK not in batch:
@@ -157,19 +160,34 @@ def _masked_mean_fn(batch, burnin_len: int):
     return mean
 
 
-def _masked_mean(values: torch.Tensor, module_batch) -> torch.Tensor:
-    if Columns.LOSS_MASK in module_batch:
-        mask = module_batch[Columns.LOSS_MASK].bool()
-        return values[mask].sum() / mask.sum().clamp(min=1)
-    return values.mean()
-
-
-def _upstream_compute_losses(self, *, fwd_out, batch):
+def _super(learner):
+    """`super()` of `MARWILTorchLearner` for `learner` (upstream's methods)."""
     from ray.rllib.algorithms.marwil.torch.marwil_torch_learner import (
         MARWILTorchLearner,
     )
 
-    return super(MARWILTorchLearner, self).compute_losses(fwd_out=fwd_out, batch=batch)
+    return super(MARWILTorchLearner, learner)
+
+
+def _upstream_compute_losses(self, *, fwd_out, batch):
+    return _super(self).compute_losses(fwd_out=fwd_out, batch=batch)
+
+
+def get_state(self, components=None, *, not_components=None, **kwargs):
+    """Upstream's Learner state plus MARWIL's statistics."""
+    state = _super(self).get_state(components, not_components=not_components, **kwargs)
+    key = advantage_statistics.STATE_KEY
+    if self._check_component(key, components, not_components):
+        state[key] = advantage_statistics.get_state(self)
+    return state
+
+
+def set_state(self, state) -> None:
+    """Upstream's `set_state`, then MARWIL's statistics (fresh if absent)."""
+    _super(self).set_state(state)
+    advantage_statistics.set_state(
+        self, state, full_restore=COMPONENT_OPTIMIZER in state
+    )
 
 
 #: Upstream names in ``ray.rllib.algorithms.marwil.torch.marwil_torch_learner``
@@ -177,4 +195,6 @@ def _upstream_compute_losses(self, *, fwd_out, batch):
 REPLACES = {
     "MARWILTorchLearner.compute_losses": compute_losses,
     "MARWILTorchLearner.compute_loss_for_module": compute_loss_for_module,
+    "MARWILTorchLearner.get_state": get_state,
+    "MARWILTorchLearner.set_state": set_state,
 }
