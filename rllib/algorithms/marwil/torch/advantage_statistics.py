@@ -58,7 +58,9 @@ def marwil_module_ids(learner):
 
 
 def value_target_scales(learner) -> Dict[str, torch.Tensor]:
-    """Module id -> the moving average of squared value targets."""
+    """Module id -> the moving average of squared value targets.
+
+    Kept as `learner._value_target_scales`, created on first use."""
     return learner.__dict__.setdefault("_value_target_scales", {})
 
 

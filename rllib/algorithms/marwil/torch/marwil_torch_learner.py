@@ -137,7 +137,8 @@ def _current_norm(learner, module_id, config, like: torch.Tensor) -> torch.Tenso
 def _value_target_scale(learner, module_id, targets, mean) -> torch.Tensor:
     """The value loss's divisor: the kept scale, else this batch's (a loss
     called outside `update()`), never below 1e-8."""
-    scales = advantage_statistics.value_target_scales(learner)
+    # Offline evaluation runners borrow this loss but keep no statistics.
+    scales = learner.__dict__.get("_value_target_scales", {})
     if module_id in scales:
         scale = scales[module_id].to(device=targets.device, dtype=targets.dtype)
     else:
