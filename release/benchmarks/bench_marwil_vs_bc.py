@@ -6,9 +6,9 @@ format every RLlib version reads (msgpack'd per-step episode states in an
 `item` column), and trains BC and MARWIL (beta=1) on them with the same
 hyperparameters and the same number of updates, each run in a fresh
 subprocess as upstream (`RLLIB_FORK_DISABLE=1`) and as the fork, for several
-seeds. Both sides use `vf_share_layers=False` for MARWIL (the fork's
-default); `--fork-shared-vf` adds fork runs with a shared trunk, the evidence
-for that default.
+seeds. Both sides use RLlib's default module layout (the value head shares
+the policy's trunk); `--fork-separate-vf` adds fork MARWIL runs with a value
+network of its own (`vf_share_layers=False`), for comparison.
 
 Reported per run:
 
@@ -23,6 +23,7 @@ Reported per run:
 
     python release/benchmarks/bench_marwil_vs_bc.py
     python release/benchmarks/bench_marwil_vs_bc.py --seeds 0 --iterations 6
+    python release/benchmarks/bench_marwil_vs_bc.py --sides fork --algos marwil
 """
 
 import argparse
@@ -129,9 +130,8 @@ def run_one(args) -> dict:
     env = gym.make("CartPole-v1")
     if args.algo == "marwil":
         config = MARWILConfig().training(beta=1.0)
-        config = config.rl_module(
-            model_config={"vf_share_layers": bool(args.shared_vf)}
-        )
+        if args.separate_vf:
+            config = config.rl_module(model_config={"vf_share_layers": False})
     else:
         config = BCConfig()
     config = (
@@ -171,7 +171,7 @@ def run_one(args) -> dict:
         "fork_active": rllib.is_active(),
         "algo": args.algo,
         "seed": args.seed,
-        "shared_vf": bool(args.shared_vf),
+        "separate_vf": bool(args.separate_vf),
         "curve": curve,
         "final_eval_return": curve[-1]["eval_return"],
         "train_seconds": train_seconds,
@@ -209,26 +209,40 @@ def parse_args(argv=None):
     parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument(
-        "--fork-shared-vf",
+        "--fork-separate-vf",
         action="store_true",
-        help="Also train fork MARWIL with `vf_share_layers=True`.",
+        help="Also train fork MARWIL with `vf_share_layers=False`.",
+    )
+    parser.add_argument(
+        "--sides",
+        nargs="+",
+        choices=SIDES,
+        default=list(SIDES),
+        help="Which sides to run (upstream's MARWIL takes minutes per seed).",
     )
     parser.add_argument(
         "--value-share",
         action="store_true",
         help="Measure the value pass's share of a fork MARWIL Learner update.",
     )
+    parser.add_argument(
+        "--algos",
+        nargs="+",
+        choices=("bc", "marwil"),
+        default=["bc", "marwil"],
+        help="Which algorithms to run, in this order.",
+    )
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--json", default=None, help="Write every result here.")
     parser.add_argument("--algo", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--shared-vf", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--separate-vf", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
-def _child(args, data, side, algo, seed, shared_vf=False) -> dict:
+def _child(args, data, side, algo, seed, separate_vf=False) -> dict:
     cmd = [
         sys.executable,
         __file__,
@@ -239,8 +253,8 @@ def _child(args, data, side, algo, seed, shared_vf=False) -> dict:
         algo,
         "--seed",
         str(seed),
-        "--shared-vf",
-        str(int(shared_vf)),
+        "--separate-vf",
+        str(int(separate_vf)),
         "--iterations",
         str(args.iterations),
         "--updates-per-iteration",
@@ -271,8 +285,9 @@ def run_all(args) -> dict:
         data = os.path.join(tmp, "episodes")
         record(args.episodes, args.epsilon, args.data_seed, data)
         for seed in args.seeds:
-            for algo in ("bc", "marwil"):
-                for side in SIDES if seed % 2 == 0 else SIDES[::-1]:
+            for algo in args.algos:
+                sides = [s for s in SIDES if s in args.sides]
+                for side in sides if seed % 2 == 0 else sides[::-1]:
                     result = _child(args, data, side, algo, seed)
                     runs.append(dict(result, side=side))
                     print(
@@ -280,25 +295,30 @@ def run_all(args) -> dict:
                         f"{result['final_eval_return']:.1f}",
                         flush=True,
                     )
-            if args.fork_shared_vf:
-                result = _child(args, data, "fork", "marwil", seed, shared_vf=True)
+            if args.fork_separate_vf:
+                result = _child(args, data, "fork", "marwil", seed, separate_vf=True)
                 runs.append(dict(result, side="fork"))
+                print(
+                    f"  fork     marwil seed {seed}, separate vf: "
+                    f"{result['final_eval_return']:.1f}",
+                    flush=True,
+                )
     return {"settings": vars(args), "runs": runs, "summary": summarize(runs)}
 
 
 def summarize(runs) -> dict:
     summary = {}
     for side in SIDES:
-        for variant, shared in (("", False), ("_shared_vf", True)):
+        for variant, separate in (("", False), ("_separate_vf", True)):
             for algo in ("bc", "marwil"):
                 chosen = [
                     r
                     for r in runs
                     if r["side"] == side
                     and r["algo"] == algo
-                    and r.get("shared_vf", False) == shared
+                    and r.get("separate_vf", False) == separate
                 ]
-                if not chosen or (shared and algo == "bc"):
+                if not chosen or (separate and algo == "bc"):
                     continue
                 key = f"{side}_{algo}{variant}"
                 finals = [r["final_eval_return"] for r in chosen]
@@ -335,7 +355,7 @@ def print_summary(summary) -> None:
     for label, key in (
         ("BC return", "bc"),
         ("MARWIL return", "marwil"),
-        ("fork MARWIL, shared vf", "marwil_shared_vf"),
+        ("fork MARWIL, separate vf", "marwil_separate_vf"),
     ):
         values = [summary.get(f"{side}_{key}") for side in SIDES]
         if not any(values):

@@ -73,7 +73,7 @@ SIZES = {
         "prelearner": [],
         "training": [],  # Its default timed iterations.
         "training_cells": {"bc": TRAINING_GRID, "marwil": TRAINING_GRID},
-        "marwil_vs_bc": ["--value-share", "--fork-shared-vf"],
+        "marwil_vs_bc": ["--value-share", "--fork-separate-vf"],
     },
     "quick": {
         "writer": ["--num-episodes", "10", "--max-steps", "100"],
@@ -289,7 +289,7 @@ def bench_marwil_vs_bc(args, sizes, tmp):
     res = run_child(cmd + sizes["marwil_vs_bc"], "fork", args.timeout, path)
     metrics = {}
     for run in res["runs"]:
-        variant = "_shared_vf" if run.get("shared_vf") else ""
+        variant = "_separate_vf" if run.get("separate_vf") else ""
         key = f"{run['algo']}{variant}_final_eval_return"
         metrics.setdefault(key, {s: [] for s in SIDES})[run["side"]].append(
             run["final_eval_return"]
@@ -307,7 +307,7 @@ def bench_marwil_vs_bc(args, sizes, tmp):
             )
     curves = {}
     for run in res["runs"]:
-        if run.get("shared_vf"):
+        if run.get("separate_vf"):
             continue
         curves.setdefault(run["side"], {}).setdefault(run["algo"], []).append(
             run["curve"]
