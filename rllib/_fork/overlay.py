@@ -16,7 +16,7 @@ import warnings
 
 from rllib._fork import boot, registry
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ray." + __name__)
 
 _lock = threading.Lock()
 _installed = False

@@ -19,7 +19,7 @@ import logging
 
 from ray.rllib.algorithms import algorithm_config as _upstream
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ray." + __name__)
 
 _upstream_validate_offline_settings = (
     _upstream.AlgorithmConfig._validate_offline_settings

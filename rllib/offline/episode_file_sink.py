@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ray." + __name__)
 
 #: Suffix every committed file must have (readers list `*.parquet` only).
 PARQUET_SUFFIX = ".parquet"

@@ -31,7 +31,7 @@ from rllib.offline.transition_batch_builder import make_batch_builder
 from rllib.utils.postprocessing.bootstrapped_returns import HORIZON_KEY
 from rllib.utils.replay_buffers.columnar_episode_buffer import sample_transitions
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ray." + __name__)
 
 #: Most updates one `train()` runs when `dataset_num_iters_per_learner` is
 #: unset (large data would otherwise make one `train()` take hours).

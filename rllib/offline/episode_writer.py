@@ -80,7 +80,7 @@ from rllib.offline.multi_agent_episode_state import (
     multi_agent_episode_state,
 )
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ray." + __name__)
 
 #: Version of the file layout this module writes. Readers refuse newer ones.
 FORMAT_VERSION = 1

@@ -43,7 +43,7 @@ from rllib.offline.episode_recorder import EpisodeRecorder
 from rllib.offline.episode_recorder import RecorderSettings as RecorderSettings
 from rllib.offline.episode_writer import EpisodeWriter
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ray." + __name__)
 
 
 @PublicAPI(stability="alpha")

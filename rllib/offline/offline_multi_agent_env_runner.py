@@ -34,7 +34,7 @@ from rllib.offline.episode_recorder import (
     output_filesystem,
 )
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ray." + __name__)
 
 #: Why column output (`output_write_episodes=False`) is refused.
 COLUMN_OUTPUT_UNSUPPORTED = (

@@ -80,7 +80,7 @@ from rllib.utils.replay_buffers.columnar_episode_buffer import (
     value_target_inputs_at,
 )
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ray." + __name__)
 
 #: Column Ray Data adds with `read_parquet(..., include_paths=True)`.
 _PATH_COLUMN = "path"

@@ -301,7 +301,7 @@ def test_unclosed_writer_commits_when_collected(tmp_path, caplog):
     writer = EpisodeWriter(tmp_path, max_rows_per_file=10)
     for seed in range(3):
         writer.write(make_episode(BOX, DISCRETE, seed=seed))
-    with caplog.at_level(logging.WARNING, logger="rllib.offline.episode_file_sink"):
+    with caplog.at_level(logging.WARNING, logger="ray.rllib.offline.episode_file_sink"):
         del writer
         gc.collect()
     assert len(list(read_episodes(tmp_path))) == 3
@@ -319,7 +319,7 @@ def test_aborted_or_closed_writer_commits_nothing_more(tmp_path, caplog):
     closed = EpisodeWriter(tmp_path / "closed")
     closed.write(make_episode(BOX, DISCRETE))
     closed.close()
-    with caplog.at_level(logging.WARNING, logger="rllib.offline.episode_file_sink"):
+    with caplog.at_level(logging.WARNING, logger="ray.rllib.offline.episode_file_sink"):
         del aborted, closed
         gc.collect()
     assert not caplog.records

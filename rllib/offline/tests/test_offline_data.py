@@ -72,7 +72,7 @@ def _config(path, algo=BCConfig, **environment):
 
 def test_spaces_come_from_the_data(fork_dir, caplog):
     config = _config(fork_dir, env="CartPole-v1")
-    with caplog.at_level(logging.INFO, logger="rllib.algorithms.algorithm_config"):
+    with caplog.at_level(logging.INFO, logger="ray.rllib.algorithms.algorithm_config"):
         config.validate()
     assert config.observation_space == ENV.observation_space
     assert config.action_space == ENV.action_space

@@ -381,7 +381,9 @@ def test_falls_back_and_says_why_once(caplog, monkeypatch):
 
     monkeypatch.setattr(fork_prelearner, "_LOGGED", set())
     obs_space, action_space, _ = _cartpole(num_episodes=1)
-    with caplog.at_level(logging.WARNING, logger="rllib.offline.offline_prelearner"):
+    with caplog.at_level(
+        logging.WARNING, logger="ray.rllib.offline.offline_prelearner"
+    ):
         first = _prelearner("bc", obs_space, action_space, fast=False)
         _prelearner("bc", obs_space, action_space, fast=False)
     assert not first.uses_columnar_path

@@ -26,7 +26,7 @@ import torch.distributed as dist
 from ray.rllib.core.columns import Columns
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ray." + __name__)
 
 #: The rate the fork uses where ``moving_average_sqd_adv_norm_update_rate``
 #: keeps upstream's default.
