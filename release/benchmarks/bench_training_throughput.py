@@ -147,7 +147,7 @@ def build_config(args):
     (num_learners,) = args.num_learners
     if algo == "marwil":
         config = MARWILConfig().training(beta=1.0)
-        # The fork's default; upstream shares the trunk. Same network both sides.
+        # A separate value network, set explicitly: the same network both sides.
         config = config.rl_module(model_config={"vf_share_layers": False})
     else:
         config = BCConfig()
