@@ -15,7 +15,6 @@ FINGERPRINTS = {
             "ray.rllib.algorithms.algorithm_config": "8b4e42a9a90ab0b2c9f27441299767edd760c78ff2b65124d66144538ec63072",
             "ray.rllib.algorithms.marwil.marwil_learner": "d02d4cc0ecc9bca15cb4617a9e19bb6fbcadf6865bdf8da6fecc8b210604d1ad",
             "ray.rllib.algorithms.marwil.torch.marwil_torch_learner": "17f1f28901c0fff5362ec5f5a10fb0ad23383625ec4c8cc89be45f34e9ba6f3e",
-            "ray.rllib.connectors.learner.general_advantage_estimation": "3fc20146010ae8bd9c6370395d218be0abcbd652b335946b93bfbea94600c826",
             "ray.rllib.core.learner.differentiable_learner": "99d49e67a258943e52c1456c46ecaecfcb91e586907189f3ef5ec19e5ddfa929",
             "ray.rllib.core.learner.learner": "e10cd42bf5987d6674888da620a1d0e3fc9e2634b40224b9bb29892b176fcaed",
             "ray.rllib.core.learner.torch.torch_differentiable_learner": "2bbdc3f81bcb8932d2a0c7d16423a2374ce1464ea6a73accce919426fb7dea2d",
@@ -42,9 +41,6 @@ FINGERPRINTS = {
                 "MARWILTorchLearner.compute_losses": "1cca2209f769b1a0",
                 "MARWILTorchLearner.get_state": "434ed5b0ceeb0a3e",
                 "MARWILTorchLearner.set_state": "c067c71b2ffe3439",
-            },
-            "ray.rllib.connectors.learner.general_advantage_estimation": {
-                "GeneralAdvantageEstimation": "63de0947ccb858ec",
             },
             "ray.rllib.core.learner.differentiable_learner": {
                 "DifferentiableLearner._make_batch_if_necessary": "82719f8e72d08bd0",

@@ -12,7 +12,6 @@ SUPPORTED_RAY_PREFIX = "2.60."
 #: Fork modules that replace names inside an existing upstream module.
 REPLACING_MODULES = (
     "rllib.utils.postprocessing.value_predictions",
-    "rllib.connectors.learner.general_advantage_estimation",
     "rllib.core.learner.learner",
     "rllib.offline.offline_prelearner",
     "rllib.offline.offline_data",

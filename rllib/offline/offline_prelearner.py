@@ -50,7 +50,6 @@ from ray.rllib.utils.spaces.space_utils import batch as batch_items
 from ray.util.annotations import PublicAPI
 
 from rllib._fork.cluster_check import ForkStamp, check_fork
-from rllib.connectors.learner.general_advantage_estimation import find_gae_piece
 from rllib.core.learner.value_targets import add_value_targets_to_batch
 from rllib.offline.episode_columns import (
     EpisodeBlock,
@@ -64,6 +63,7 @@ from rllib.offline.episode_columns import (
 from rllib.offline.episode_reader import cannot_decode_error
 from rllib.offline.episode_writer import ITEM_COLUMN
 from rllib.offline.transition_batch_builder import (
+    find_gae_piece,
     make_batch_builder,
     pieces_for_offline_batches,
 )

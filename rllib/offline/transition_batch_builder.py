@@ -63,11 +63,13 @@ from ray.rllib.connectors.learner.add_next_observations_from_episodes_to_train_b
 from ray.rllib.connectors.learner.add_one_ts_to_episodes_and_truncate import (
     AddOneTsToEpisodesAndTruncate,
 )
+from ray.rllib.connectors.learner.general_advantage_estimation import (
+    GeneralAdvantageEstimation,
+)
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from rllib.connectors.learner.general_advantage_estimation import find_gae_piece
 from rllib.utils.postprocessing.bootstrapped_returns import (
     BOOTSTRAP_DISCOUNT,
     BOOTSTRAP_OBS,
@@ -104,6 +106,15 @@ _STATELESS_NO_OPS = (
 _BATCH_PIECES = (NumpyToTensor,)
 #: The columns that carry each row's value-target inputs.
 _VALUE_TARGET_COLUMNS = (RETURNS_TO_BOOTSTRAP, BOOTSTRAP_OBS, BOOTSTRAP_DISCOUNT)
+
+
+def find_gae_piece(pipeline) -> Optional[GeneralAdvantageEstimation]:
+    """The GAE piece of a connector pipeline (upstream's class or a subclass),
+    or None."""
+    for piece in getattr(pipeline, "connectors", []) if pipeline else []:
+        if isinstance(piece, GeneralAdvantageEstimation):
+            return piece
+    return None
 
 
 def pieces_for_offline_batches(pipeline) -> Tuple[List[Any], bool]:

@@ -11,13 +11,14 @@ rows' observations and bootstrap observations, on the module's device, gives
 - ``value_targets = returns_to_bootstrap + bootstrap_discount * V(bootstrap_obs)``
 - ``vf_preds = V(obs)``
 - ``advantages = value_targets - vf_preds``, standardized over the rows the
-  loss uses (``loss_mask``), as upstream's GAE connector standardizes them.
+  loss uses (``loss_mask``; upstream's GAE connector, which online PPO keeps,
+  standardizes over every row, including its bootstrap rows).
 
 Nothing depends on the order of the rows or on which rows share a batch
 (except the standardization statistics, which are per batch as upstream's).
 """
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import numpy as np
 import torch
@@ -27,17 +28,42 @@ from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.util.annotations import DeveloperAPI
 
-from rllib.connectors.learner.general_advantage_estimation import (
-    module_device,
-    standardize,
-    unwrap,
-)
 from rllib.utils.postprocessing.bootstrapped_returns import (
     BOOTSTRAP_DISCOUNT,
     BOOTSTRAP_OBS,
     CONTEXT_COLUMNS,
     RETURNS_TO_BOOTSTRAP,
 )
+
+
+def unwrap(module):
+    """The module itself, not its DDP wrapper (``num_learners >= 2`` wraps it)."""
+    unwrapped = getattr(module, "unwrapped", None)
+    return unwrapped() if callable(unwrapped) else module
+
+
+def module_device(module) -> torch.device:
+    """The device of the module's parameters (CPU for a parameterless module)."""
+    for param in module.parameters():
+        return param.device
+    return torch.device("cpu")
+
+
+def standardize(x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``(x - mean) / max(std, 1e-4)`` with statistics over ``valid`` rows only.
+
+    Invalid rows are standardized with the same statistics (their loss is
+    masked anyway). No host sync: the valid count stays a tensor.
+    """
+    if valid is None:
+        mean = x.mean()
+        std = x.std(unbiased=False)
+    else:
+        weights = valid.to(x.dtype)
+        count = weights.sum().clamp(min=1.0)
+        mean = (x * weights).sum() / count
+        std = torch.sqrt((((x - mean) * weights) ** 2).sum() / count)
+    return (x - mean) / std.clamp(min=1e-4)
 
 
 def has_value_target_inputs(module_batch: Dict[str, Any]) -> bool:

@@ -14,8 +14,7 @@ from ray.rllib.algorithms.marwil import MARWILConfig
 from ray.rllib.core.columns import Columns
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
-from rllib.connectors.learner.general_advantage_estimation import standardize
-from rllib.core.learner.value_targets import add_value_targets
+from rllib.core.learner.value_targets import add_value_targets, standardize
 from rllib.offline.episode_columns import EpisodeBlock, EpisodeColumns
 from rllib.utils.postprocessing.bootstrapped_returns import (
     BOOTSTRAP_DISCOUNT,
@@ -152,6 +151,19 @@ def test_numpy_rows_get_numpy_targets():
     add_value_targets(module, batch)
     assert isinstance(batch[Postprocessing.VALUE_TARGETS], np.ndarray)
     assert batch[Postprocessing.VALUE_TARGETS].shape == (16,)
+
+
+def test_standardize_ignores_masked_rows():
+    x = torch.tensor([1.0, 2.0, 3.0, 1000.0, -500.0])
+    valid = torch.tensor([True, True, True, False, False])
+    out = standardize(x, valid)
+    torch.testing.assert_close(out[:3], (x[:3] - 2.0) / x[:3].std(unbiased=False))
+    # Changing masked values does not move the statistics.
+    x2 = x.clone()
+    x2[3:] = 7.0
+    torch.testing.assert_close(standardize(x2, valid)[:3], out[:3])
+    # Without a mask all rows count.
+    torch.testing.assert_close(standardize(x), (x - x.mean()) / x.std(unbiased=False))
 
 
 def test_module_without_value_function_is_skipped():
