@@ -165,17 +165,6 @@ def _train_online_ppo(config):
 
 @pytest.mark.ray
 @pytest.mark.timeout(400)
-def test_online_ppo_with_two_learners(ray_cluster):
-    """With two Learners each module is DDP-wrapped; GAE must unwrap it."""
-    results = _train_online_ppo(
-        PPOConfig().environment("CartPole-v1").learners(num_learners=2)
-    )
-    stats = results["learners"][DEFAULT_MODULE_ID]
-    assert np.isfinite(stats["vf_loss"]) and np.isfinite(stats["policy_loss"])
-
-
-@pytest.mark.ray
-@pytest.mark.timeout(400)
 @pytest.mark.parametrize("num_learners", [0, 1])
 def test_online_multi_agent_ppo(ray_cluster, num_learners):
     """The fork's multi-agent offline branches leave online multi-agent PPO as is.
