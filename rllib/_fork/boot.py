@@ -2,10 +2,9 @@
 
 It reads one environment variable and puts one finder on ``sys.meta_path``.
 Importing this module (with ``rllib``, ``rllib._fork`` and the registry) is
-the whole start-up cost: about 0.4 ms with compiled bytecode, 1 ms with a
-cold file cache, 2.6 ms where Python compiles it on every start
-(``PYTHONDONTWRITEBYTECODE=1``), as the ``rllib._fork.boot`` line of
-``python -X importtime -c pass`` shows. The finder acts lazily:
+the whole start-up cost, the ``rllib._fork.boot`` line of
+``python -X importtime -c pass`` (about 3 ms on a 2-core CI machine, see the
+README). The finder acts lazily:
 
 - when ``ray`` is imported, it calls :func:`rllib._fork.overlay.install` right
   after ``ray/__init__.py`` has run;
