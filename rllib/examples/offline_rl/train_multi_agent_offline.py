@@ -16,14 +16,18 @@ Multi-agent offline RL, end to end:
 How to run this script
 ----------------------
 `python train_multi_agent_offline.py [--algo=marwil] [--num-episodes=20]
-[--iterations=5] [--num-learners=0] [--output-dir=DIR]`
+[--iterations=10] [--num-learners=0] [--output-dir=DIR]`
 
 Results to expect
 -----------------
-With the defaults (BC, 20 episodes), on 2 CPUs, in about a minute, both
-agents reach returns near 500 (the data's return per agent is about 490).
-`release/rllib_tests/offline/multi_agent_cartpole.py` checks BC and MARWIL
-against a threshold of 450 per agent.
+With the defaults (BC, 20 episodes, 10 iterations), on 2 CPUs, in about a
+minute; the data's return per agent is about 490. Evaluation returns (3
+episodes per agent) vary between iterations and seeds. Measured on the
+2-core CI machine, agent 0 / agent 1 after the last iteration: 500.0 / 471.3
+(`--seed 0`) and 500.0 / 439.0 (`--seed 1`); both agents were at 500 after
+iteration 9 in both runs, and after 5 iterations they stood at 316.3 / 444.7
+and 442.3 / 500.0. `release/rllib_tests/offline/multi_agent_cartpole.py`
+checks BC and MARWIL against a threshold of 450 per agent.
 """
 
 import argparse
@@ -60,7 +64,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--algo", choices=["bc", "marwil"], default="bc")
     parser.add_argument("--num-episodes", type=int, default=20)
-    parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--updates-per-iteration", type=int, default=25)
     parser.add_argument("--num-learners", type=int, default=0, choices=[0, 1])
     parser.add_argument(

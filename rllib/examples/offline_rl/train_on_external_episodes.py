@@ -28,17 +28,22 @@ did not create must be empty.
 How to run this script
 ----------------------
 `python train_on_external_episodes.py [--algo=bc] [--num-episodes=40]
-[--iterations=4] [--num-gpus-per-learner=1] [--compression=zstd]
+[--iterations=10] [--num-gpus-per-learner=1] [--compression=zstd]
 [--output-dir=DIR] [--plot]`
 
 Results to expect
 -----------------
-With the defaults, on 2 CPUs, in about a minute: 40 episodes in 4 files and a
-policy that imitates the near-perfect controller. Measured here: `--algo bc`
-reached an evaluation return of 472.6 after 4 iterations; MARWIL varies more
-between runs at 4 iterations (212.2 in one run) and passes 450 within about 5
-(see `release/rllib_tests/offline/cartpole_marwil.py`); the data's return is
-about 495.
+With the defaults, on 2 CPUs, in two to three minutes: 40 episodes in 4
+files (the data's return is about 495) and a policy that imitates the
+near-perfect controller. Evaluation returns vary with the seed, most in the
+first iterations. Measured on the 2-core CI machine (`--seed` 0, 1, 2):
+
+- `--algo bc`: 497.4 and 491.4 after 10 iterations (seeds 0 and 1); after 4
+  iterations 305.2, 500.0 and 332.8 (seeds 0, 1, 2).
+- MARWIL (the default): 449.0 after 10 iterations, 302.2 after 4 (seed 0).
+
+`release/rllib_tests/offline/cartpole_marwil.py` checks that MARWIL passes
+450 within 20 iterations.
 """
 
 import argparse
@@ -96,7 +101,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--num-episodes", type=int, default=40, help="Episodes to collect."
     )
     parser.add_argument(
-        "--iterations", type=int, default=4, help="Training iterations."
+        "--iterations", type=int, default=10, help="Training iterations."
     )
     parser.add_argument(
         "--updates-per-iteration",
