@@ -8,17 +8,14 @@ which `build_algo()` calls. Everything else uses the shared local cluster.
 import logging
 
 import gymnasium as gym
-import msgpack
-import msgpack_numpy as mnp
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.algorithms.marwil import MARWILConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
+from rllib.examples.offline_rl.scripted_cartpole import write_hand_rolled_files
 from rllib.offline.episode_writer import write_episodes
 from rllib.offline.offline_data import MEMORY_BUDGET_KEY
 from rllib.offline.tests.episode_factory import cartpole_episodes
@@ -51,8 +48,7 @@ def hand_rolled_dir(tmp_path_factory):
     """The hand-rolled format: msgpack'd states with per-step lists, 1 file."""
     path = tmp_path_factory.mktemp("hand_rolled")
     _, episodes = cartpole_episodes(6, max_steps=60, seed=3)
-    payloads = [msgpack.packb(e.get_state(), default=mnp.encode) for e in episodes]
-    pq.write_table(pa.table({"item": payloads}), path / "episodes.parquet")
+    write_hand_rolled_files(episodes, path)
     return str(path)
 
 

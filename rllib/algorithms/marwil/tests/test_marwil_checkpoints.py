@@ -11,15 +11,15 @@ value-target scale come back.
 import sys
 
 import gymnasium as gym
-import msgpack
-import msgpack_numpy as mnp
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from rllib._fork.tests.differential import FORK, UPSTREAM, run_scenario
-from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
+from rllib.examples.offline_rl.scripted_cartpole import (
+    balance_action,
+    record_episodes,
+    write_hand_rolled_files,
+)
 
 _COMMON = """
 import hashlib
@@ -128,8 +128,7 @@ def episode_dir(tmp_path_factory):
     episodes = record_episodes(
         env, 6, lambda obs: balance_action(obs[2], obs[3]), epsilon=0.5, seed=3
     )
-    payloads = [msgpack.packb(e.get_state(), default=mnp.encode) for e in episodes]
-    pq.write_table(pa.table({"item": payloads}), path / "episodes.parquet")
+    write_hand_rolled_files(episodes, path)
     return str(path)
 
 

@@ -3,16 +3,16 @@
 import sys
 
 import gymnasium as gym
-import msgpack
-import msgpack_numpy as mnp
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from ray.rllib.algorithms.marwil import MARWILConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rllib.algorithms.marwil.torch.advantage_statistics import STATE_KEY
-from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
+from rllib.examples.offline_rl.scripted_cartpole import (
+    balance_action,
+    record_episodes,
+    write_hand_rolled_files,
+)
 
 ENV = gym.make("CartPole-v1")
 
@@ -24,11 +24,7 @@ def episode_dir(tmp_path_factory):
     episodes = record_episodes(
         ENV, 8, lambda obs: balance_action(obs[2], obs[3]), epsilon=0.5, seed=2
     )
-    for part in range(2):
-        payloads = [
-            msgpack.packb(e.get_state(), default=mnp.encode) for e in episodes[part::2]
-        ]
-        pq.write_table(pa.table({"item": payloads}), path / f"part{part}.parquet")
+    write_hand_rolled_files(episodes, path, num_files=2)
     return str(path)
 
 

@@ -8,11 +8,7 @@ with two agents.
 import sys
 
 import gymnasium as gym
-import msgpack
-import msgpack_numpy as mnp
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
 from ray.rllib.algorithms.bc import BCConfig
@@ -24,7 +20,11 @@ from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 
-from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
+from rllib.examples.offline_rl.scripted_cartpole import (
+    balance_action,
+    record_episodes,
+    write_hand_rolled_files,
+)
 from rllib.utils.postprocessing.bootstrapped_returns import (
     BOOTSTRAP_DISCOUNT,
     BOOTSTRAP_OBS,
@@ -58,11 +58,7 @@ def episode_dir(tmp_path_factory):
     episodes = record_episodes(
         ENV, 8, lambda obs: balance_action(obs[2], obs[3]), epsilon=0.3, seed=1
     )
-    for part in range(2):
-        payloads = [
-            msgpack.packb(e.get_state(), default=mnp.encode) for e in episodes[part::2]
-        ]
-        pq.write_table(pa.table({"item": payloads}), path / f"part{part}.parquet")
+    write_hand_rolled_files(episodes, path, num_files=2)
     return str(path)
 
 
