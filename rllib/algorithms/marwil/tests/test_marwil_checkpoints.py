@@ -87,7 +87,7 @@ _RESTORE = """
 records = []
 handler = logging.Handler()
 handler.emit = lambda record: records.append(record.getMessage())
-logging.getLogger("rllib").addHandler(handler)
+logging.getLogger("ray.rllib").addHandler(handler)
 result = {"restored": {}, "saved": {}}
 for name in ("bc", "marwil"):
     if RESTORE_FROM:

@@ -146,8 +146,15 @@ def test_direct_loss_call_uses_the_configured_start_and_clips():
         learner.metrics.peek((DEFAULT_MODULE_ID, POLICY_LOSS_KEY)).detach()
     )
     # Every advantage / 1e-3 is far above the clip: all weights are exp(20).
-    expected = -float(torch.exp(torch.tensor(MAX_EXPONENT)) * log_probs.mean())
+    expected = -float(torch.exp(torch.tensor(MAX_EXPONENT)) * log_probs.detach().mean())
     assert policy_loss == pytest.approx(expected, rel=1e-4)
+    # Before any update the value loss is upstream's (no value-target scale
+    # yet): total = policy_loss + vf_coeff * 0.5 * mean(A**2).
+    advantages = batch[Postprocessing.VALUE_TARGETS] - module.compute_values(batch)
+    vf_loss = 0.5 * float((advantages.detach() ** 2).mean())
+    assert float(loss) == pytest.approx(
+        policy_loss + config.vf_coeff * vf_loss, rel=1e-4
+    )
 
 
 def test_value_loss_is_divided_by_the_value_target_scale():

@@ -21,7 +21,8 @@ below 0.1 every weight is 1 (plain BC).
   loss by the value-target scale (the moving average of squared value
   targets: the fork's targets are real discounted returns, and unscaled
   their gradient would dominate the trunk that the value head shares with
-  the policy by default), and adds value targets from the row's inputs when
+  the policy by default; before the first update the loss is upstream's),
+  and adds value targets from the row's inputs when
   the batch has none yet (``rllib.core.learner.value_targets``). The logged
   ``vf_loss`` is upstream's unscaled ``0.5 * mean(A**2)``.
 - ``MARWILTorchLearner.get_state`` / ``set_state``: save and restore the
@@ -91,7 +92,7 @@ def compute_loss_for_module(
         targets = batch[Postprocessing.VALUE_TARGETS]
         advantages = targets - values
         vf_loss = 0.5 * mean(advantages**2)
-        scale = _value_target_scale(self, module_id, targets, mean)
+        scale = _value_target_scale(self, module_id, targets)
         norm = _current_norm(self, module_id, config, like=advantages)
         exponent = config.beta * advantages / (1e-8 + norm.sqrt())
         weights = torch.exp(exponent.clamp(max=MAX_EXPONENT)).detach()
@@ -134,15 +135,16 @@ def _current_norm(learner, module_id, config, like: torch.Tensor) -> torch.Tenso
     return torch.as_tensor(norm, dtype=like.dtype, device=like.device)
 
 
-def _value_target_scale(learner, module_id, targets, mean) -> torch.Tensor:
-    """The value loss's divisor: the kept scale, else this batch's (a loss
-    called outside `update()`), never below 1e-8."""
-    # Offline evaluation runners borrow this loss but keep no statistics.
+def _value_target_scale(learner, module_id, targets) -> torch.Tensor:
+    """The value loss's divisor: the kept scale (never below 1e-8), else 1.
+
+    Before the first update, and in offline evaluation runners (which borrow
+    this loss but keep no statistics), the value loss is upstream's.
+    """
     scales = learner.__dict__.get("_value_target_scales", {})
-    if module_id in scales:
-        scale = scales[module_id].to(device=targets.device, dtype=targets.dtype)
-    else:
-        scale = mean(targets.detach() ** 2)
+    if module_id not in scales:
+        return torch.ones((), device=targets.device, dtype=targets.dtype)
+    scale = scales[module_id].to(device=targets.device, dtype=targets.dtype)
     return scale.clamp(min=1e-8)
 
 
