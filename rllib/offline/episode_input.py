@@ -50,6 +50,27 @@ NEUTRAL_KWARGS = (
 LISTING_KWARGS = ("file_extensions",)
 
 
+#: The filesystem names RLlib's offline settings accept, as upstream maps them.
+CLOUD_FILESYSTEMS = ("s3", "gcs", "abs")
+
+
+def cloud_filesystem(name: str, kwargs: Optional[Dict[str, Any]] = None):
+    """Builds the filesystem `name` ("s3", "gcs" or "abs") stands for, with
+    `kwargs`, as upstream's `OfflineData` and recorder do."""
+    kwargs = kwargs or {}
+    if name == "s3":
+        return pa_fs.S3FileSystem(**kwargs)
+    if name == "gcs":
+        import gcsfs
+
+        return gcsfs.GCSFileSystem(**kwargs)
+    if name == "abs":
+        import adlfs
+
+        return adlfs.AzureBlobFileSystem(**kwargs)
+    raise ValueError(f"`name` must be one of {CLOUD_FILESYSTEMS}, got {name!r}.")
+
+
 def input_filesystem(config) -> Optional[Any]:
     """The filesystem object `config.input_filesystem` names, as upstream builds it.
 
@@ -61,21 +82,10 @@ def input_filesystem(config) -> Optional[Any]:
         ValueError: If `input_filesystem` is none of the above.
     """
     name = config.input_filesystem
-    kwargs = config.input_filesystem_kwargs or {}
-    if name is None or isinstance(name, pa_fs.FileSystem):
+    if name is None or isinstance(name, pa_fs.FileSystem) or is_fsspec(name):
         return name
-    if name == "s3":
-        return pa_fs.S3FileSystem(**kwargs)
-    if name == "gcs":
-        import gcsfs
-
-        return gcsfs.GCSFileSystem(**kwargs)
-    if name == "abs":
-        import adlfs
-
-        return adlfs.AzureBlobFileSystem(**kwargs)
-    if is_fsspec(name):
-        return name
+    if name in CLOUD_FILESYSTEMS:
+        return cloud_filesystem(name, config.input_filesystem_kwargs)
     raise ValueError(
         f"Unknown `config.offline_data(input_filesystem={name!r})`. Use None "
         "(local, or inferred from `input_`), 's3', 'gcs' or 'abs' (with "

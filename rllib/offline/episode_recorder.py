@@ -27,11 +27,11 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
-import pyarrow.fs as pa_fs
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.util.annotations import PublicAPI
 
+from rllib.offline.episode_input import CLOUD_FILESYSTEMS, as_pyarrow, cloud_filesystem
 from rllib.offline.episode_writer import Episode, EpisodeWriter
 
 #: Episode rows per file when `output_max_rows_per_file` is unset (each
@@ -127,30 +127,14 @@ def output_filesystem(config: AlgorithmConfig) -> Optional[Any]:
         ValueError: If `config.output_filesystem` is none of "gcs", "s3", "abs".
     """
     name = config.output_filesystem
-    kwargs = config.output_filesystem_kwargs or {}
     if name is None:
         return None
-    if name == "gcs":
-        import gcsfs
-
-        return gcsfs.GCSFileSystem(**kwargs)
-    if name == "s3":
-        return pa_fs.S3FileSystem(**kwargs)
-    if name == "abs":
-        import adlfs
-
-        return adlfs.AzureBlobFileSystem(**kwargs)
+    if name in CLOUD_FILESYSTEMS:
+        return cloud_filesystem(name, config.output_filesystem_kwargs)
     raise ValueError(
         f"Unknown `output_filesystem`: {name!r}. Use 'gcs' (GCS), 's3' (S3), "
         "'abs' (Azure Blob Storage), or None for the filesystem of `output`."
     )
-
-
-def pyarrow_filesystem(filesystem: Optional[Any]) -> Optional[pa_fs.FileSystem]:
-    """`filesystem` as a pyarrow filesystem (fsspec ones get wrapped)."""
-    if filesystem is None or isinstance(filesystem, pa_fs.FileSystem):
-        return filesystem
-    return pa_fs.PyFileSystem(pa_fs.FSSpecHandler(filesystem))
 
 
 def _write_copy(episode: Episode, *, id_: str, truncate: bool) -> Episode:
@@ -479,7 +463,7 @@ class EpisodeRecorder:
                 parquet_compression=(
                     self.write_method_kwargs.get("compression") or "zstd"
                 ),
-                filesystem=pyarrow_filesystem(self.filesystem),
+                filesystem=as_pyarrow(self.filesystem),
                 file_name=self.run_names.file_name,
             )
         return self.writer
