@@ -74,7 +74,10 @@ class EpisodeShardSampler:
         self.shard = shard
         self.blocks = shard.blocks()
         self.module_blocks = _blocks_by_module(self.blocks, rl_module)
-        self.policies_to_train = config.policies_to_train
+        selected = config.policies_to_train
+        self.policies_to_train = (
+            selected if selected is None or callable(selected) else frozenset(selected)
+        )
         self.rl_module = rl_module
         self.builder, reason = make_batch_builder(pipeline, rl_module)
         if reason:
@@ -127,7 +130,7 @@ class EpisodeShardSampler:
         """False for a module a `policies_to_train` collection leaves out (a
         callable decides on the built batch, as the Learner's check does)."""
         selected = self.policies_to_train
-        return selected is None or callable(selected) or module_id in set(selected)
+        return selected is None or callable(selected) or module_id in selected
 
     def batches(
         self, minibatch_size: int, num_iters: Optional[int]
