@@ -84,7 +84,7 @@ setup(
         ],
         "doc": ["sphinx>=7", "pydata-sphinx-theme>=0.15", "myst-parser>=2"],
         "bench": ["matplotlib>=3.7"],
-        # `ray.rllib.offline.minari_io`: read, write and convert Minari datasets
+        # `ray.rllib.offline.tools.minari_io`: read, write and convert Minari datasets
         # (HDF5 and Arrow backends; Python >= 3.11, as Minari). Minari's
         # storage modules import Pillow without declaring it.
         "minari": ["minari[arrow,hdf5]>=0.5.4,<0.6", "pillow>=10"],

@@ -57,8 +57,8 @@ def main():
 
     import msgpack_numpy as mnp
     import ray
-    from ray.rllib.offline.episode_reader import read_episodes
-    from ray.rllib.offline.episode_writer import write_episodes
+    from ray.rllib.offline.episode_files.reader import read_episodes
+    from ray.rllib.offline.episode_files.writer import write_episodes
 
     env, episodes = collect(args.num_episodes, args.max_steps, args.seed)
     steps = sum(len(ep) for ep in episodes)

@@ -136,12 +136,12 @@ def in_memory_sampler(prelearner, payloads, observation_space, action_space):
     """Decodes `payloads` once; returns (sample-and-build function, seconds)."""
     import numpy as np
 
-    from rllib.offline.episode_columns import EpisodeBlock, decode_episode_columns
-    from rllib.offline.transition_batch_builder import make_batch_builder
-    from rllib.utils.postprocessing.bootstrapped_returns import HORIZON_KEY
-    from rllib.utils.replay_buffers.columnar_episode_buffer import (
+    from rllib.offline.in_memory.batch_builder import make_batch_builder
+    from rllib.offline.in_memory.columnar_buffer import (
         sample_transitions,
     )
+    from rllib.offline.in_memory.columns import EpisodeBlock, decode_episode_columns
+    from rllib.utils.postprocessing.bootstrapped_returns import HORIZON_KEY
 
     start = time.perf_counter()
     blocks = [

@@ -216,7 +216,7 @@ def in_memory_batch(algo, num_rows: int):
     )
 
     def sample(learner):
-        from rllib.offline.episode_shard_sampler import EpisodeShardSampler
+        from rllib.offline.in_memory.shard_sampler import EpisodeShardSampler
 
         sampler = EpisodeShardSampler(
             shard,

@@ -9,7 +9,7 @@ README). The finder acts lazily:
 - when ``ray`` is imported, it calls :func:`rllib._fork.overlay.install` right
   after ``ray/__init__.py`` has run;
 - it serves the fork's new modules under their upstream names
-  (``ray.rllib.offline.episode_writer`` is ``rllib.offline.episode_writer``);
+  (``ray.rllib.offline.episode_files`` is ``rllib.offline.episode_files``);
 - when a replacing fork module is imported before its upstream module (a Ray
   worker unpickling a fork class does that), it imports the upstream module
   first, so the fork module is complete when its replacements are applied.
@@ -96,7 +96,18 @@ class _AliasLoader:
         from importlib.machinery import ModuleSpec
 
         loader = cls(target)
-        return ModuleSpec(fullname, loader, origin=loader._target_spec().origin)
+        target_spec = loader._target_spec()
+        spec = ModuleSpec(
+            fullname,
+            loader,
+            origin=target_spec.origin,
+            is_package=target_spec.submodule_search_locations is not None,
+        )
+        if spec.submodule_search_locations is not None:
+            spec.submodule_search_locations = list(
+                target_spec.submodule_search_locations
+            )
+        return spec
 
     def _target_spec(self):
         # The path finder, not `importlib.util.find_spec`: an imported fork
@@ -118,7 +129,7 @@ class _AliasLoader:
         pass
 
     def is_package(self, fullname) -> bool:
-        return False
+        return self._target_spec().submodule_search_locations is not None
 
     def get_code(self, fullname):
         """The fork module's code object (what ``runpy`` runs as ``__main__``)."""
@@ -155,7 +166,6 @@ def _install_overlay(_ray_module) -> None:
 class ForkFinder:
     """A ``sys.meta_path`` finder that only answers for a handful of names."""
 
-    _new_modules = {registry.upstream_name(m): m for m in registry.NEW_MODULES}
     _replacing_modules = frozenset(registry.REPLACING_MODULES)
 
     def __init__(self):
@@ -170,8 +180,9 @@ class ForkFinder:
     def find_spec(self, fullname, path=None, target=None):
         if fullname == "ray":
             return self._wrapped_spec("ray", path, target, _install_overlay)
-        if fullname in self._new_modules and overlay_allowed():
-            return _AliasLoader.spec(fullname, self._new_modules[fullname])
+        target = registry.new_module_target(fullname)
+        if target is not None and overlay_allowed():
+            return _AliasLoader.spec(fullname, target)
         if fullname in self._replacing_modules:
             return self._upstream_first_spec(fullname, path, target)
         return None

@@ -28,17 +28,42 @@ REPLACING_MODULES = (
     "rllib.algorithms.marwil.torch.marwil_torch_learner",
 )
 
-#: Fork modules that are new upstream: importable as ``ray.<name>`` too.
-NEW_MODULES = (
-    "rllib.offline.episode_writer",
-    "rllib.offline.episode_reader",
-    "rllib.core.learner.batch_conversion",
-    "rllib.offline.episode_inspection",
-    "rllib.offline.episode_conversion",
-    "rllib.offline.episodes",
-    "rllib.offline.minari_io",
-    "rllib.offline.offline_multi_agent_env_runner",
+#: Fork packages that are new upstream: each, and every module below it, is
+#: importable as ``ray.<name>`` too (the same module objects).
+NEW_PACKAGES = (
+    "rllib.offline.episode_files",
+    "rllib.offline.in_memory",
+    "rllib.offline.tools",
 )
+
+#: Single fork modules that are new upstream: importable as ``ray.<name>`` too.
+NEW_MODULES = (
+    "rllib.algorithms.marwil.torch.advantage_statistics",
+    "rllib.core.learner.batch_conversion",
+    "rllib.core.learner.value_targets",
+    "rllib.offline.offline_multi_agent_env_runner",
+    "rllib.utils.postprocessing.bootstrapped_returns",
+    # The command `python -m ray.rllib.offline.episodes`.
+    "rllib.offline.episodes",
+    # Earlier paths of modules now in the packages above (kept for imports).
+    "rllib.offline.episode_conversion",
+    "rllib.offline.episode_inspection",
+    "rllib.offline.episode_reader",
+    "rllib.offline.episode_writer",
+    "rllib.offline.minari_io",
+)
+
+
+def new_module_target(upstream: str):
+    """The fork module served as ``upstream`` (``ray.`` + its name), or None."""
+    if not upstream.startswith("ray."):
+        return None
+    name = upstream[len("ray.") :]
+    if name in NEW_MODULES or any(
+        name == package or name.startswith(package + ".") for package in NEW_PACKAGES
+    ):
+        return name
+    return None
 
 
 def upstream_name(fork_module: str) -> str:

@@ -6,11 +6,11 @@ recorded episodes (`input_read_episodes=True`) it
 - lists the input files and reads their recorded spaces once, on the driver
   (a missing or empty `input_`, or files that disagree, fail right here);
 - decodes every episode once, in parallel Ray tasks, into blocks that stay
-  in the object store for all of training (`rllib.offline.episode_store`),
+  in the object store for all of training (`rllib.offline.in_memory.store`),
   and hands each Learner an `EpisodeShard` (disjoint, balanced by
   timesteps) in place of a Ray Data iterator; the Learner samples train
   batches from it uniformly over all of its timesteps
-  (`rllib.offline.episode_shard_sampler`);
+  (`rllib.offline.in_memory.shard_sampler`);
 - streams through Ray Data with the fork's `OfflinePreLearner` (as upstream
   does) when the decoded episodes would exceed the memory budget, or the
   setup needs the streaming pipeline (offline evaluation, a custom
@@ -28,14 +28,14 @@ The memory budget is per node: `config.learners(learner_config_dict=
 of the node that holds the decoded episodes (with 0 or 1 Learners the
 driver's or the Learner's node holds all of them, with more each Learner's
 node its shard). It is checked before decoding, from the files' sizes and a
-decoded sample (`rllib.offline.episode_store`); over it, the data streams
+decoded sample (`rllib.offline.in_memory.store`); over it, the data streams
 (logged at WARNING with the numbers). 0 always streams.
 
 `input_filesystem` ("s3", "gcs", "abs" with `input_filesystem_kwargs`, a
 pyarrow or fsspec filesystem) is used to list and decode the files;
 `input_read_method_kwargs` that could change which rows are read (a row
 `filter`, `columns`, ...) make the data stream through Ray Data, which
-applies them (`rllib.offline.episode_input`).
+applies them (`rllib.offline.in_memory.read_options`).
 """
 
 import logging
@@ -51,22 +51,17 @@ from ray.rllib.utils.annotations import override
 from ray.util.annotations import PublicAPI
 
 from rllib._fork.cluster_check import fork_stamp
-from rllib.offline.episode_columns import agent_to_module_fn
-from rllib.offline.episode_input import (
+from rllib.offline.episode_files.filesystem import (
     as_pyarrow,
     input_filesystem,
     is_fsspec,
-    listing_kwargs,
-    task_options,
-    unsupported_read_kwargs,
 )
-from rllib.offline.episode_reader import (
+from rllib.offline.episode_files.reader import (
     agreed_spaces,
     list_episode_files,
 )
-from rllib.offline.episode_shard_sampler import EpisodeShardSampler
-from rllib.offline.episode_store import DecodePlan, EpisodeShard, EpisodeStore
-from rllib.offline.memory_budget import (
+from rllib.offline.in_memory.columns import agent_to_module_fn
+from rllib.offline.in_memory.memory_budget import (
     DEFAULT_BUDGET_SHARE,  # noqa: F401 (re-exported)
     MEMORY_BUDGET_KEY,
     Allowance,
@@ -74,6 +69,13 @@ from rllib.offline.memory_budget import (
     configured_budget,
     start_ray_if_needed,
 )
+from rllib.offline.in_memory.read_options import (
+    listing_kwargs,
+    task_options,
+    unsupported_read_kwargs,
+)
+from rllib.offline.in_memory.shard_sampler import EpisodeShardSampler
+from rllib.offline.in_memory.store import DecodePlan, EpisodeShard, EpisodeStore
 from rllib.offline.offline_prelearner import OfflinePreLearner
 
 logger = logging.getLogger("ray." + __name__)
@@ -605,7 +607,7 @@ def check_recorded_spaces(recorded, configured, config) -> None:
             "the data was recorded with (the matching env, or "
             f"`config.environment({name}=...)`; leave it unset to take it from "
             "the data), or record the data again. "
-            "`ray.rllib.offline.episode_reader.read_spaces(path)` returns the "
+            "`ray.rllib.offline.episode_files.reader.read_spaces(path)` returns the "
             "recorded spaces."
         )
 

@@ -15,7 +15,7 @@ records unfinished episode chunks that training rejects. The fork:
   is bounded: a running episode that reaches `max_running_episode_steps` is
   written as a truncated segment and continues under a new id. At `stop()`,
   running episodes are written as truncated. This episode logic is
-  `rllib.offline.episode_recorder.EpisodeRecorder`, which the multi-agent
+  `rllib.offline.episode_files.recorder.EpisodeRecorder`, which the multi-agent
   recorder (`rllib.offline.offline_multi_agent_env_runner`) shares;
 - with column output, writes every full chunk of rows, not just the last;
 - raises on any write failure.
@@ -39,9 +39,9 @@ from ray.util.annotations import PublicAPI
 
 # `RecorderSettings` was defined here before the multi-agent recorder shared
 # it; the re-export keeps `offline_env_runner.RecorderSettings` importable.
-from rllib.offline.episode_recorder import EpisodeRecorder
-from rllib.offline.episode_recorder import RecorderSettings as RecorderSettings
-from rllib.offline.episode_writer import EpisodeWriter
+from rllib.offline.episode_files.recorder import EpisodeRecorder
+from rllib.offline.episode_files.recorder import RecorderSettings as RecorderSettings
+from rllib.offline.episode_files.writer import EpisodeWriter
 
 logger = logging.getLogger("ray." + __name__)
 
@@ -57,7 +57,7 @@ class OfflineSingleAgentEnvRunner(_upstream.OfflineSingleAgentEnvRunner):
 
     With `output_write_episodes=True` (the default), each row of a file is one
     episode (the `item` column, readable with `input_read_episodes=True` and
-    `ray.rllib.offline.episode_reader.read_episodes`). Files hold up to
+    `ray.rllib.offline.episode_files.reader.read_episodes`). Files hold up to
     `output_max_rows_per_file` episodes; without that setting, each `sample()`
     call commits its own file. A file goes into the directory of the
     `sample()` call that filled it. Running episodes are held (at most

@@ -10,7 +10,7 @@ joined until the episode ends, episodes cut off by a reset, too long ones
 write errors raise. The layout is upstream's:
 `<output>/<env name>/run-<worker index:06d>-<sample() call:05d>/*.parquet`,
 one episode per row in the `item` column, each agent's spaces in the file
-metadata. `ray.rllib.offline.episode_reader.read_episodes` reads the episodes
+metadata. `ray.rllib.offline.episode_files.reader.read_episodes` reads the episodes
 back, with the agent-to-module mapping of the recording
 (`episode.module_for(agent_id)`).
 
@@ -29,7 +29,7 @@ from ray.rllib.offline import offline_env_runner as _upstream
 from ray.rllib.utils.annotations import override
 from ray.util.annotations import PublicAPI
 
-from rllib.offline.episode_recorder import (
+from rllib.offline.episode_files.recorder import (
     EpisodeRecorder,
     output_filesystem,
 )

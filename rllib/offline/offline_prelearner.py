@@ -6,9 +6,9 @@ memory budget, offline evaluation, tabular data) and when a user calls it
 directly.
 
 - Episode data: payloads are decoded to columns
-  (`rllib.offline.episode_columns`), held and sampled as arrays
-  (`rllib.utils.replay_buffers.columnar_episode_buffer`) and turned into the
-  train batch (`rllib.offline.transition_batch_builder`: vectorized for the
+  (`rllib.offline.in_memory.columns`), held and sampled as arrays
+  (`rllib.offline.in_memory.columnar_buffer`) and turned into the
+  train batch (`rllib.offline.in_memory.batch_builder`: vectorized for the
   default connector pieces, through the connector pipeline otherwise). No
   `SingleAgentEpisode` objects on the way, except where the general builder
   needs them.
@@ -51,7 +51,19 @@ from ray.util.annotations import PublicAPI
 
 from rllib._fork.cluster_check import ForkStamp, check_fork
 from rllib.core.learner.value_targets import add_value_targets_to_batch
-from rllib.offline.episode_columns import (
+from rllib.offline.episode_files.payload import ITEM_COLUMN
+from rllib.offline.episode_files.reader import cannot_decode_error
+from rllib.offline.in_memory.batch_builder import (
+    find_gae_piece,
+    make_batch_builder,
+    pieces_for_offline_batches,
+)
+from rllib.offline.in_memory.columnar_buffer import (
+    ColumnarEpisodeBuffer,
+    ValueTargetInputs,
+    value_target_inputs_at,
+)
+from rllib.offline.in_memory.columns import (
     EpisodeBlock,
     EpisodeColumns,
     agent_to_module_fn,
@@ -60,24 +72,12 @@ from rllib.offline.episode_columns import (
     decode_module_columns,
     episode_columns_from_episode,
 )
-from rllib.offline.episode_reader import cannot_decode_error
-from rllib.offline.episode_writer import ITEM_COLUMN
-from rllib.offline.transition_batch_builder import (
-    find_gae_piece,
-    make_batch_builder,
-    pieces_for_offline_batches,
-)
 from rllib.utils.postprocessing.bootstrapped_returns import (
     BOOTSTRAP_DISCOUNT,
     BOOTSTRAP_OBS,
     HORIZON_KEY,
     RETURNS_TO_BOOTSTRAP,
     returns_to_go,
-)
-from rllib.utils.replay_buffers.columnar_episode_buffer import (
-    ColumnarEpisodeBuffer,
-    ValueTargetInputs,
-    value_target_inputs_at,
 )
 
 logger = logging.getLogger("ray." + __name__)
@@ -367,7 +367,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         self, batch: Dict[str, np.ndarray]
     ) -> List[SingleAgentEpisode]:
         """Decodes the `item` column of a batch into episode objects."""
-        from rllib.offline.episode_reader import decode_episode
+        from rllib.offline.episode_files.reader import decode_episode
 
         return self._decode_items(batch, decode_episode)
 
@@ -397,7 +397,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
             raise ValueError(
                 f"`input_read_episodes=True` needs an `{ITEM_COLUMN}` column of "
                 f"serialized episodes, but the data has columns {sorted(batch)}. "
-                "Write episodes with `ray.rllib.offline.episode_writer`, or set "
+                "Write episodes with `ray.rllib.offline.episode_files.writer`, or set "
                 "`input_read_episodes=False` for tabular data."
             )
 

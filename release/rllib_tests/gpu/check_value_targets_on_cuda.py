@@ -46,7 +46,7 @@ def main():
     from ray.rllib.algorithms.marwil import MARWILConfig
     from ray.rllib.core.columns import Columns
     from ray.rllib.evaluation.postprocessing import Postprocessing
-    from ray.rllib.offline.episode_writer import write_episodes
+    from ray.rllib.offline.episode_files.writer import write_episodes
 
     import rllib
     from rllib.core.learner import value_targets as targets

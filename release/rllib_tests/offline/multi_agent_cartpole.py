@@ -42,7 +42,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def run(args) -> list:
     import ray
-    from ray.rllib.offline.episode_reader import read_episodes
+    from ray.rllib.offline.episode_files.reader import read_episodes
 
     import rllib
     from rllib.examples.offline_rl import train_multi_agent_offline as example

@@ -105,7 +105,7 @@ def build_config(args, data_dir):
 def run(args) -> dict:
     """Trains until the evaluation return reaches `args.threshold`."""
     import ray
-    from ray.rllib.offline.episode_writer import EpisodeWriter
+    from ray.rllib.offline.episode_files.writer import EpisodeWriter
     from ray.rllib.utils.metrics import (
         ENV_RUNNER_RESULTS,
         EPISODE_RETURN_MEAN,

@@ -167,7 +167,7 @@ _PROBE = """
     from ray.rllib.utils.postprocessing import value_predictions
     from ray.rllib.core.learner import learner
     try:
-        import ray.rllib.offline.episode_writer
+        import ray.rllib.offline.episode_files.writer
         alias = True
     except ImportError:
         alias = False

@@ -2,7 +2,7 @@
 
 - ``Learner._create_iterator_if_necessary``: samples train batches from an
   ``EpisodeShard`` of decoded episodes (the fork's in-memory offline data,
-  see ``rllib.offline.episode_store``), and adds value targets to every
+  see ``rllib.offline.in_memory.store``), and adds value targets to every
   train batch whose rows carry their inputs, with the live module on the
   Learner's device (``rllib.core.learner.value_targets``).
 - ``Learner._make_batch_if_necessary``: decides whether the train batch still
@@ -113,7 +113,7 @@ def _create_iterator_if_necessary(self, *, training_data: TrainingData, **kwargs
       the live module, per train batch, before minibatches are cut.
     """
     # Imported here: this module loads while `ray.rllib` is still importing.
-    from rllib.offline.episode_store import EpisodeShard
+    from rllib.offline.in_memory.store import EpisodeShard
 
     iterators = training_data.data_iterators
     if iterators and isinstance(iterators[0], EpisodeShard):
@@ -145,7 +145,7 @@ def _create_iterator_if_necessary(self, *, training_data: TrainingData, **kwargs
 
 
 def _shard_sampler(learner, shard):
-    from rllib.offline.episode_shard_sampler import EpisodeShardSampler
+    from rllib.offline.in_memory.shard_sampler import EpisodeShardSampler
 
     sampler = learner.__dict__.get("_episode_shard_sampler")
     if sampler is None or not sampler.matches(shard):

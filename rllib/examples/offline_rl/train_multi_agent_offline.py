@@ -37,7 +37,7 @@ import time
 from typing import Any, Dict, Optional
 
 from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
-from ray.rllib.offline.episode_writer import write_episodes
+from ray.rllib.offline.episode_files.writer import write_episodes
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, EVALUATION_RESULTS
 from ray.tune.registry import register_env
 

@@ -5,7 +5,7 @@ This example shows the whole path for experiences you collect yourself:
 1. Run CartPole with a scripted controller (push the cart toward the side the
    pole falls to; it balances to the 500-step limit) and record each run as a
    `SingleAgentEpisode`. No download, no pre-trained model.
-2. Write the episodes with `ray.rllib.offline.episode_writer.EpisodeWriter`:
+2. Write the episodes with `ray.rllib.offline.episode_files.writer.EpisodeWriter`:
    parquet files with the spaces in their metadata.
 3. Train MARWIL or BC from the files with
    `config.offline_data(input_read_episodes=True)`, with a progress bar over
@@ -66,8 +66,8 @@ from ray.rllib.core import (
     COMPONENT_RL_MODULE,
     DEFAULT_MODULE_ID,
 )
-from ray.rllib.offline.episode_reader import read_spaces
-from ray.rllib.offline.episode_writer import EpisodeWriter
+from ray.rllib.offline.episode_files.reader import read_spaces
+from ray.rllib.offline.episode_files.writer import EpisodeWriter
 from ray.rllib.utils.metrics import (
     ALL_MODULES,
     ENV_RUNNER_RESULTS,

@@ -7,7 +7,7 @@ This example shows the path from a Minari dataset to a trained RLlib policy:
    `minari.DataCollector`, and create a Minari dataset from it. No download:
    the dataset is made here, under `<output-dir>/minari` (set as
    `MINARI_DATASETS_PATH`).
-2. Convert it with `ray.rllib.offline.minari_io.convert_minari`: the Minari
+2. Convert it with `ray.rllib.offline.tools.minari_io.convert_minari`: the Minari
    episodes become RLlib episode files (parquet, spaces in the metadata),
    with a progress bar.
 3. Train BC from the files with `config.offline_data(input_read_episodes=True)`.
@@ -194,8 +194,8 @@ def main(argv=None) -> dict:
 
     # 2. Convert it to RLlib episode files.
     # __convert_begin__
-    from ray.rllib.offline.episode_reader import read_spaces
-    from ray.rllib.offline.minari_io import convert_minari
+    from ray.rllib.offline.episode_files.reader import read_spaces
+    from ray.rllib.offline.tools.minari_io import convert_minari
 
     start = time.perf_counter()
     files = convert_minari(DATASET_ID, episodes_dir, max_rows_per_file=10)

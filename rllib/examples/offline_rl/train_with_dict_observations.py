@@ -36,7 +36,7 @@ import ray
 from ray.data import ActorPoolStrategy
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.rllib.offline.episode_writer import write_episodes
+from ray.rllib.offline.episode_files.writer import write_episodes
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     EPISODE_RETURN_MEAN,

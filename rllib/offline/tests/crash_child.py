@@ -37,7 +37,7 @@ def template_episodes():
 
 
 def run_writer(directory: str, seed: int, compression: str) -> None:
-    from rllib.offline.episode_writer import EpisodeWriter
+    from rllib.offline.episode_files.writer import EpisodeWriter
     from rllib.offline.tests.episode_factory import BOX, DISCRETE
 
     templates = template_episodes()

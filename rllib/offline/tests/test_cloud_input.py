@@ -13,13 +13,9 @@ import pytest
 from ray.rllib.algorithms.bc import BCConfig
 
 from rllib._fork.tests.differential import assert_same, run_in_both_modes
-from rllib.offline.episode_input import (
-    as_pyarrow,
-    input_filesystem,
-    task_options,
-    unsupported_read_kwargs,
-)
-from rllib.offline.episode_writer import write_episodes
+from rllib.offline.episode_files.filesystem import as_pyarrow, input_filesystem
+from rllib.offline.episode_files.writer import write_episodes
+from rllib.offline.in_memory.read_options import task_options, unsupported_read_kwargs
 from rllib.offline.tests.episode_factory import cartpole_episodes
 
 S3_SCENARIO = """
@@ -34,7 +30,7 @@ import ray
 from moto.server import ThreadedMotoServer
 from ray.rllib.algorithms.marwil import MARWILConfig
 
-from rllib.offline.episode_writer import write_episodes
+from rllib.offline.episode_files.writer import write_episodes
 from rllib.offline.tests.episode_factory import cartpole_episodes
 
 server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

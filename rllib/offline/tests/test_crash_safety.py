@@ -19,7 +19,11 @@ import pyarrow.parquet as pq
 import pytest
 from ray.rllib.core.columns import Columns
 
-from rllib.offline.episode_reader import decode_episode, read_episodes, read_spaces
+from rllib.offline.episode_files.reader import (
+    decode_episode,
+    read_episodes,
+    read_spaces,
+)
 from rllib.offline.tests.crash_child import template_episodes
 from rllib.offline.tests.episode_factory import BOX, DISCRETE
 

@@ -1,7 +1,7 @@
 """Users' data outlives the overlay: the data tools work with the fork off.
 
 With `RLLIB_FORK_DISABLE=1`, or a ray the fork does not support, upstream
-RLlib runs unchanged and `ray.rllib.offline.episode_writer` does not exist.
+RLlib runs unchanged and `ray.rllib.offline.episode_files.writer` does not exist.
 The writer, the reader and the `episodes` command are plain modules of the
 `rllib` package, importable as `rllib.offline.*` in every mode.
 """
@@ -15,8 +15,8 @@ from rllib._fork.tests.helpers import run_python, shadow_ray
 _WRITE_READ_CONVERT = """
     import json, subprocess, sys
     import rllib
-    from rllib.offline.episode_reader import read_episodes, read_spaces
-    from rllib.offline.episode_writer import write_episodes
+    from rllib.offline.episode_files.reader import read_episodes, read_spaces
+    from rllib.offline.episode_files.writer import write_episodes
     from rllib.offline.tests.episode_factory import TUPLE, DISCRETE, make_episode
 
     episodes = [make_episode(TUPLE, DISCRETE, length=4 + i, seed=i) for i in range(3)]

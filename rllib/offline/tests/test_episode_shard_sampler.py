@@ -20,11 +20,11 @@ from rllib.examples.offline_rl.scripted_cartpole import (
     record_episodes,
     record_multi_agent_episodes,
 )
-from rllib.offline.episode_shard_sampler import (
+from rllib.offline.episode_files.writer import write_episodes
+from rllib.offline.in_memory.shard_sampler import (
     DEFAULT_MAX_UPDATES,
     default_num_updates,
 )
-from rllib.offline.episode_writer import write_episodes
 
 BATCH_SIZE = 64
 

@@ -15,19 +15,15 @@ import pyarrow.parquet as pq
 import pytest
 import tree
 from ray.rllib.core.columns import Columns
-from ray.rllib.offline import episode_reader, episode_writer
 
-from rllib.offline.episode_reader import (
+from rllib.offline.episode_files import payload, reader
+from rllib.offline.episode_files.reader import (
     list_episode_files,
     read_episodes,
     read_spaces,
 )
-from rllib.offline.episode_writer import (
-    EpisodeWriter,
-    space_from_json,
-    space_to_json,
-    write_episodes,
-)
+from rllib.offline.episode_files.spaces import space_from_json, space_to_json
+from rllib.offline.episode_files.writer import EpisodeWriter, write_episodes
 from rllib.offline.tests.episode_factory import (
     BOX,
     DISCRETE,
@@ -117,8 +113,8 @@ def test_decode_restores_tuples_from_the_given_space(numpy_episode):
     episode = make_episode(TUPLE, DISCRETE, length=4, with_spaces=False)
     if numpy_episode:
         episode.to_numpy()
-    decoded = episode_reader.decode_episode(
-        episode_writer.encode_episode(episode), observation_space=TUPLE
+    decoded = reader.decode_episode(
+        payload.encode_episode(episode), observation_space=TUPLE
     )
     assert decoded.observation_space is None
     for t in range(5):
@@ -228,7 +224,7 @@ def test_fork_files_are_plain_msgpack_for_stock_rllib(tmp_path):
     assert table.column(Columns.EPS_ID).to_pylist() == [episode.id_]
     assert table.column("env_steps").to_pylist() == [5]
     metadata = json.loads(table.schema.metadata[b"rllib.episodes"])
-    assert metadata["format_version"] == episode_writer.FORMAT_VERSION
+    assert metadata["format_version"] == payload.FORMAT_VERSION
 
 
 def test_file_name_callback_places_files_at_commit(tmp_path):
@@ -301,7 +297,9 @@ def test_unclosed_writer_commits_when_collected(tmp_path, caplog):
     writer = EpisodeWriter(tmp_path, max_rows_per_file=10)
     for seed in range(3):
         writer.write(make_episode(BOX, DISCRETE, seed=seed))
-    with caplog.at_level(logging.WARNING, logger="ray.rllib.offline.episode_file_sink"):
+    with caplog.at_level(
+        logging.WARNING, logger="ray.rllib.offline.episode_files.file_sink"
+    ):
         del writer
         gc.collect()
     assert len(list(read_episodes(tmp_path))) == 3
@@ -319,7 +317,9 @@ def test_aborted_or_closed_writer_commits_nothing_more(tmp_path, caplog):
     closed = EpisodeWriter(tmp_path / "closed")
     closed.write(make_episode(BOX, DISCRETE))
     closed.close()
-    with caplog.at_level(logging.WARNING, logger="ray.rllib.offline.episode_file_sink"):
+    with caplog.at_level(
+        logging.WARNING, logger="ray.rllib.offline.episode_files.file_sink"
+    ):
         del aborted, closed
         gc.collect()
     assert not caplog.records
@@ -336,7 +336,7 @@ def test_unclosed_writer_commits_at_interpreter_exit(tmp_path):
     script = f"""
 import os, sys
 from rllib.offline.tests.episode_factory import BOX, DISCRETE, make_episode
-from rllib.offline.episode_writer import EpisodeWriter
+from rllib.offline.episode_files.writer import EpisodeWriter
 
 writer = EpisodeWriter({str(tmp_path)!r}, max_rows_per_file=10)
 for seed in range(3):
@@ -446,7 +446,7 @@ def test_error_corrupt_row_names_file_row_and_episode(tmp_path):
         {
             "item": pa.array(
                 [
-                    episode_writer.encode_episode(good),
+                    payload.encode_episode(good),
                     b"\x92not an episode",
                 ],
                 pa.binary(),
@@ -484,7 +484,7 @@ def test_error_no_item_column(tmp_path):
     path = str(tmp_path / "tabular.parquet")
     pq.write_table(pa.table({"obs": [1.0]}), path)
     with pytest.raises(ValueError, match="has no `item` column"):
-        list(episode_reader.read_episodes(path))
+        list(reader.read_episodes(path))
 
 
 if __name__ == "__main__":

@@ -19,17 +19,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from ray.rllib.offline import episode_conversion, episode_inspection, episodes
 
-from rllib.offline.episode_inspection import (
+from rllib.offline.episode_files.reader import read_episodes, read_spaces
+from rllib.offline.episode_files.writer import write_episodes
+from rllib.offline.tests.episode_factory import cartpole_episodes
+from rllib.offline.tools import cli as episodes
+from rllib.offline.tools import conversion, inspection
+from rllib.offline.tools.inspection import (
     FORMAT_HAND_ROLLED,
     FORMAT_RECORDER,
     dataset_info,
     validate_dataset,
 )
-from rllib.offline.episode_reader import read_episodes, read_spaces
-from rllib.offline.episode_writer import write_episodes
-from rllib.offline.tests.episode_factory import cartpole_episodes
 
 CARTPOLE = gym.make("CartPole-v1")
 OBS_SPACE, ACT_SPACE = CARTPOLE.observation_space, CARTPOLE.action_space
@@ -367,9 +368,9 @@ def test_convert_minari_source_goes_to_the_minari_converter(
         calls.append((dataset, kwargs))
         return write_episodes(cartpole[:2], output_dir, observation_space=OBS_SPACE)
 
-    fake = types.ModuleType(episode_conversion.MINARI_MODULE)
+    fake = types.ModuleType(conversion.MINARI_MODULE)
     fake.convert_minari = convert_minari
-    monkeypatch.setitem(sys.modules, episode_conversion.MINARI_MODULE, fake)
+    monkeypatch.setitem(sys.modules, conversion.MINARI_MODULE, fake)
     code, out, err = run(
         capsys,
         "convert",
@@ -391,7 +392,7 @@ def test_convert_minari_source_goes_to_the_minari_converter(
     ]
     assert "Wrote 2 episode(s) to 1 file(s)" in out
     # Without Minari support: a usage error that says so.
-    monkeypatch.setitem(sys.modules, episode_conversion.MINARI_MODULE, None)
+    monkeypatch.setitem(sys.modules, conversion.MINARI_MODULE, None)
     code, _, err = run(capsys, "convert", "minari:x-v0", tmp_path / "m2")
     assert code == 2
     assert "no Minari support" in err
@@ -443,7 +444,7 @@ def test_bad_arguments_exit_2(capsys, argv):
     except SystemExit as raised:  # argparse's own usage errors.
         code = raised.code
     assert code == 2
-    assert "usage: python -m ray.rllib.offline.episodes" in capsys.readouterr().err
+    assert "usage: python -m rllib.offline.episodes" in capsys.readouterr().err
 
 
 def test_unknown_env_is_a_usage_error(capsys, hand_rolled, tmp_path):
@@ -497,7 +498,7 @@ def test_help_explains_each_command(capsys, command):
 
 
 def test_library_functions_do_not_need_the_cli(fork_files):
-    files = episode_inspection.open_episode_files(fork_files)
+    files = inspection.open_episode_files(fork_files)
     assert [f.num_rows for f in files] == [4, 2]
     rows = [row.index for row in files[0].rows(batch_size=3)]
     assert rows == [0, 1, 2, 3]

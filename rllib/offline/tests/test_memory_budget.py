@@ -6,10 +6,10 @@ import pytest
 import ray
 from ray.rllib.algorithms.bc import BCConfig
 
-from rllib.offline import episode_store
-from rllib.offline.episode_store import EpisodeStore
-from rllib.offline.episode_writer import write_episodes
-from rllib.offline.memory_budget import MEMORY_BUDGET_KEY, allowed_bytes
+from rllib.offline.in_memory import store as episode_store
+from rllib.offline.episode_files.writer import write_episodes
+from rllib.offline.in_memory.memory_budget import MEMORY_BUDGET_KEY, allowed_bytes
+from rllib.offline.in_memory.store import EpisodeStore
 from rllib.offline.offline_data import list_input_episodes
 from rllib.offline.tests.episode_factory import cartpole_episodes
 

@@ -16,14 +16,14 @@ import tree
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib.examples.offline_rl.scripted_cartpole import record_episodes
-from rllib.offline.episode_reader import read_episodes, read_spaces
-from rllib.offline.minari_io import (
+from rllib.offline.episode_files.reader import read_episodes, read_spaces
+from rllib.offline.tests.episode_factory import SPACES
+from rllib.offline.tools.minari_io import (
     convert_minari,
     open_minari_dataset,
     read_minari,
     write_minari,
 )
-from rllib.offline.tests.episode_factory import SPACES
 
 _EXTRAS = (
     'the `minari` and `minari-create` extras (pip install -e ".[minari,minari-create]")'
@@ -136,7 +136,7 @@ def record_dataset(
 def small_chunks(monkeypatch):
     """Two episodes per Minari read/write call, so that every test crosses
     chunk boundaries (episode indices, metadata, cleanup after a later chunk)."""
-    monkeypatch.setattr("rllib.offline.minari_io._CHUNK", 2)
+    monkeypatch.setattr("rllib.offline.tools.minari_io._CHUNK", 2)
 
 
 @pytest.fixture

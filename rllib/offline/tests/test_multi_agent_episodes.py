@@ -8,12 +8,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from rllib.offline.episode_reader import read_episodes, read_spaces
-from rllib.offline.episode_writer import (
-    METADATA_KEY,
-    EpisodeWriter,
-    write_episodes,
-)
+from rllib.offline.episode_files.payload import METADATA_KEY
+from rllib.offline.episode_files.reader import read_episodes, read_spaces
+from rllib.offline.episode_files.writer import EpisodeWriter, write_episodes
 from rllib.offline.tests.episode_factory import (
     AGENT_SPACES,
     BOX,
@@ -139,7 +136,7 @@ def test_one_kind_of_episode_per_writer(tmp_path):
         single.write(make_multi_agent_episode())
     single.abort()
     with pytest.raises(TypeError, match="dict of spaces by agent id"):
-        from rllib.offline.episode_writer import validate_episode
+        from rllib.offline.episode_files.validation import validate_episode
 
         validate_episode(make_multi_agent_episode(), observation_space=BOX)
 
@@ -179,7 +176,7 @@ def test_numpy_episode_round_trip(tmp_path):
 
 
 def test_info_and_validate_read_multi_agent_files(tmp_path):
-    from rllib.offline.episode_inspection import dataset_info, validate_dataset
+    from rllib.offline.tools.inspection import dataset_info, validate_dataset
 
     episodes = [make_multi_agent_episode(seed=i) for i in range(3)]
     expected_return = sum(e.get_return() for e in episodes)

@@ -20,12 +20,13 @@ from ray.rllib.utils import unflatten_dict
 
 from rllib.examples.offline_rl import train_multi_agent_offline as example
 from rllib.examples.offline_rl.scripted_cartpole import record_multi_agent_episodes
-from rllib.offline.episode_columns import (
+from rllib.offline.episode_files.payload import encode_episode
+from rllib.offline.episode_files.reader import decode_episode, read_episodes
+from rllib.offline.episode_files.writer import write_episodes
+from rllib.offline.in_memory.columns import (
     decode_module_columns,
     episode_columns_from_episode,
 )
-from rllib.offline.episode_reader import decode_episode, read_episodes
-from rllib.offline.episode_writer import encode_episode, write_episodes
 from rllib.offline.offline_data import MEMORY_BUDGET_KEY
 from rllib.offline.tests.episode_factory import AGENT_SPACES, make_multi_agent_episode
 from rllib.offline.tests.test_episode_writer import assert_same_tree
@@ -311,7 +312,7 @@ def test_marwil_trains_on_what_the_multi_agent_recorder_wrote(ray_cluster, tmp_p
 
 
 def test_a_shard_without_one_module_is_refused():
-    from rllib.offline.episode_store import EpisodeStore
+    from rllib.offline.in_memory.store import EpisodeStore
 
     store = EpisodeStore([], refs=[None, None, None], size_refs=[])
     store._sizes = [

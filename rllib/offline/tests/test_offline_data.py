@@ -16,7 +16,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
 from rllib.examples.offline_rl.scripted_cartpole import write_hand_rolled_files
-from rllib.offline.episode_writer import write_episodes
+from rllib.offline.episode_files.writer import write_episodes
 from rllib.offline.offline_data import MEMORY_BUDGET_KEY
 from rllib.offline.tests.episode_factory import cartpole_episodes
 from rllib.utils.postprocessing.bootstrapped_returns import (
@@ -165,7 +165,7 @@ def test_over_the_memory_budget_streams_with_the_same_rows(ray_cluster, fork_dir
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_shards_are_disjoint_and_balanced(ray_cluster, fork_dir):
-    from rllib.offline.episode_store import EpisodeStore
+    from rllib.offline.in_memory.store import EpisodeStore
     from rllib.offline.offline_data import list_input_episodes
 
     config = _config(fork_dir, env="CartPole-v1")

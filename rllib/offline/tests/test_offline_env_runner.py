@@ -29,7 +29,7 @@ from ray.rllib.utils.metrics import (
     NUM_ENV_STEPS_TRAINED_LIFETIME,
 )
 
-from rllib.offline.episode_reader import read_episodes, read_spaces
+from rllib.offline.episode_files.reader import read_episodes, read_spaces
 
 #: Upstream's names: `run-<worker index:06d>-<sample() call:05d>`, and in it
 #: the files (ours: `<recorder id>_<file index:06d>.parquet`).

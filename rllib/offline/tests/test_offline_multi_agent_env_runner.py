@@ -19,7 +19,7 @@ from ray.rllib.utils.metrics import (
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
 )
 
-from rllib.offline.episode_reader import read_episodes, read_spaces
+from rllib.offline.episode_files.reader import read_episodes, read_spaces
 from rllib.offline.offline_multi_agent_env_runner import (
     OfflineMultiAgentEnvRunner,
 )

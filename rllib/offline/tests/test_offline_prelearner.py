@@ -13,7 +13,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 
-from rllib.offline.episode_writer import write_episodes
+from rllib.offline.episode_files.writer import write_episodes
 from rllib.offline.tests.episode_factory import cartpole_episodes, write_upstream_style
 
 BATCH_SIZE = 32

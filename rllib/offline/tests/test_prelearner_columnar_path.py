@@ -28,7 +28,7 @@ from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBu
 
 from rllib.core.learner.tests import structured_obs
 from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
-from rllib.offline.episode_writer import encode_episode
+from rllib.offline.episode_files.payload import encode_episode
 from rllib.offline.tests.episode_factory import SPACES, make_episode
 from rllib.utils.postprocessing.bootstrapped_returns import (
     BOOTSTRAP_DISCOUNT,

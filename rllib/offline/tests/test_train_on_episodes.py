@@ -15,8 +15,8 @@ from ray.rllib.utils.metrics import (
     NUM_ENV_STEPS_TRAINED_LIFETIME,
 )
 
-from rllib.offline.episode_reader import read_episodes
-from rllib.offline.episode_writer import write_episodes
+from rllib.offline.episode_files.reader import read_episodes
+from rllib.offline.episode_files.writer import write_episodes
 from rllib.offline.tests.episode_factory import cartpole_episodes
 
 

@@ -20,7 +20,7 @@ from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 from ray.rllib.utils.metrics import LEARNER_RESULTS
 
 from rllib.examples.offline_rl.scripted_cartpole import balance_action
-from rllib.offline.episode_writer import write_episodes
+from rllib.offline.episode_files.writer import write_episodes
 from rllib.offline.tests.episode_factory import cartpole_episodes
 
 

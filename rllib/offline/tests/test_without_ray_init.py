@@ -19,7 +19,7 @@ TRAIN = """
 import math
 import ray
 from ray.rllib.algorithms.bc import BCConfig
-from rllib.offline.episode_writer import write_episodes
+from rllib.offline.episode_files.writer import write_episodes
 from rllib.offline.tests.episode_factory import cartpole_episodes
 
 env, episodes = cartpole_episodes(6, max_steps=60)

@@ -61,7 +61,7 @@ runner.stop()
 # __record_runner_end__
 
 # __record_read_begin__
-from ray.rllib.offline.episode_reader import list_episode_files, read_episodes
+from ray.rllib.offline.episode_files.reader import list_episode_files, read_episodes
 
 for directory in (ppo_dir, runner_dir):
     _, files = list_episode_files(directory)

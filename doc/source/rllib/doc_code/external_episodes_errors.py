@@ -21,12 +21,12 @@ import pyarrow.parquet as pq
 from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.offline.episode_reader import read_episodes, read_spaces
-from ray.rllib.offline.episode_writer import EpisodeWriter, write_episodes
+from ray.rllib.offline.episode_files.reader import read_episodes, read_spaces
+from ray.rllib.offline.episode_files.writer import EpisodeWriter, write_episodes
 from ray.rllib.offline.offline_env_runner import OfflineSingleAgentEnvRunner
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 
-from rllib.offline.episode_store import decode_row_range
+from rllib.offline.in_memory.store import decode_row_range
 
 logging.disable(logging.WARNING)  # Hide upstream deprecation notices.
 

@@ -10,7 +10,7 @@ import os
 import numpy as np
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
-from ray.rllib.offline.episode_writer import EpisodeWriter
+from ray.rllib.offline.episode_files.writer import EpisodeWriter
 
 
 def controller(obs):
@@ -58,7 +58,7 @@ print(f"Wrote {writer.num_episodes} two-agent episodes to {len(writer.files)} fi
 # __multi_agent_record_end__
 
 # __multi_agent_read_begin__
-from ray.rllib.offline.episode_reader import read_episodes, read_spaces
+from ray.rllib.offline.episode_files.reader import read_episodes, read_spaces
 
 observation_spaces, action_spaces = read_spaces(output_dir)
 print(f"Recorded agents: {sorted(observation_spaces)}")

@@ -39,7 +39,7 @@ def to_nested(obs):
 import os
 
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.offline.episode_writer import write_episodes
+from ray.rllib.offline.episode_files.writer import write_episodes
 
 env = gym.make("CartPole-v1", max_episode_steps=200)
 episodes = []
@@ -109,7 +109,7 @@ from ray.data import ActorPoolStrategy
 from ray.rllib.algorithms.marwil import MARWILConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
-from ray.rllib.offline.episode_reader import read_spaces
+from ray.rllib.offline.episode_files.reader import read_spaces
 from ray.rllib.utils.metrics import LEARNER_RESULTS
 
 ray.init(num_cpus=4, include_dashboard=False)

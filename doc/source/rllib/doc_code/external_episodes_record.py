@@ -10,7 +10,7 @@ import os
 import gymnasium as gym
 import numpy as np
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.offline.episode_writer import EpisodeWriter
+from ray.rllib.offline.episode_files.writer import EpisodeWriter
 
 
 def controller(obs):
@@ -51,7 +51,7 @@ print(f"Wrote {writer.num_episodes} episodes to {len(writer.files)} files.")
 assert writer.num_episodes == 20 and len(writer.files) == 2, writer.files
 
 # __record_log_begin__
-from ray.rllib.offline.episode_writer import write_episodes
+from ray.rllib.offline.episode_files.writer import write_episodes
 
 # A log you already have: one dict of arrays per episode, with one more
 # observation than actions (the observation after the last action).
@@ -112,7 +112,7 @@ assert len(writer.files) == 1
 
 # __record_filesystem_begin__
 import fsspec
-from ray.rllib.offline.episode_reader import read_episodes
+from ray.rllib.offline.episode_files.reader import read_episodes
 
 filesystem = fsspec.filesystem("memory")  # e.g. pyarrow.fs.S3FileSystem(...)
 files = write_episodes(episodes, "/my-bucket/episodes", filesystem=filesystem)

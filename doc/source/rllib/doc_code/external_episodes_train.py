@@ -39,7 +39,7 @@ save_experiences(episodes, os.path.abspath("legacy-episodes"))
 # __legacy_snippet_end__
 
 # __read_begin__
-from ray.rllib.offline.episode_reader import read_episodes, read_spaces
+from ray.rllib.offline.episode_files.reader import read_episodes, read_spaces
 
 episodes_dir = os.path.abspath("cartpole-episodes")
 legacy_dir = os.path.abspath("legacy-episodes")
@@ -58,7 +58,7 @@ assert len(returns) == 20 and len(legacy) == 5
 assert read_spaces(legacy_dir) == (None, None)
 
 # __migrate_begin__
-from ray.rllib.offline.episode_writer import write_episodes
+from ray.rllib.offline.episode_files.writer import write_episodes
 
 # Optional: re-write old files to get the checks and the recorded spaces.
 migrated_dir = os.path.abspath("migrated-episodes")

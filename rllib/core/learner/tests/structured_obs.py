@@ -198,7 +198,7 @@ def write_episodes_for_test(
     write_episodes = None
     if use_episode_writer:
         try:
-            from rllib.offline.episode_writer import write_episodes
+            from rllib.offline.episode_files.writer import write_episodes
         except ImportError:
             pass
     if write_episodes is not None:

@@ -15,13 +15,13 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
 from rllib.core.learner.value_targets import add_value_targets, standardize
-from rllib.offline.episode_columns import EpisodeBlock, EpisodeColumns
+from rllib.offline.in_memory.columnar_buffer import sample_transitions
+from rllib.offline.in_memory.columns import EpisodeBlock, EpisodeColumns
 from rllib.utils.postprocessing.bootstrapped_returns import (
     BOOTSTRAP_DISCOUNT,
     BOOTSTRAP_OBS,
     RETURNS_TO_BOOTSTRAP,
 )
-from rllib.utils.replay_buffers.columnar_episode_buffer import sample_transitions
 from rllib.utils.tests.devices import DEVICES
 
 

@@ -3,7 +3,7 @@
 import sys
 
 import pytest
-from ray.rllib.offline.episode_reader import read_episodes
+from ray.rllib.offline.episode_files.reader import read_episodes
 
 from rllib.examples.offline_rl import train_multi_agent_offline as example
 

@@ -9,12 +9,12 @@ several blocks at once.
 import numpy as np
 import pytest
 
-from rllib.offline.episode_columns import EpisodeBlock, EpisodeColumns
+from rllib.offline.in_memory.columnar_buffer import sample_transitions
+from rllib.offline.in_memory.columns import EpisodeBlock, EpisodeColumns
 from rllib.utils.postprocessing.bootstrapped_returns import (
     bootstrap_steps,
     returns_to_go,
 )
-from rllib.utils.replay_buffers.columnar_episode_buffer import sample_transitions
 
 LENGTHS = (1, 3, 100, 3, 1, 100)
 

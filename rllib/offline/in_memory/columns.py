@@ -31,9 +31,12 @@ from ray.rllib.utils.serialization import gym_space_from_dict
 from ray.rllib.utils.spaces.space_utils import batch
 
 from rllib.env.utils.infinite_lookback_buffer import restore_space_structure
-from rllib.offline.episode_reader import decode_episode
-from rllib.offline.episode_writer import decompress_payload
-from rllib.offline.multi_agent_episode_state import agent_key, is_multi_agent_state
+from rllib.offline.episode_files.multi_agent_state import (
+    agent_key,
+    is_multi_agent_state,
+)
+from rllib.offline.episode_files.payload import decompress_payload
+from rllib.offline.episode_files.reader import decode_episode
 from rllib.utils.postprocessing.bootstrapped_returns import returns_to_go
 
 

@@ -5,12 +5,12 @@ metadata and estimates the decoded size from a small decoded sample, so the
 caller checks its memory budget before anything else is decoded.
 `EpisodeStore.start` then runs one Ray task per range (a bounded number at
 once); each reads its rows with pyarrow and decodes them into `EpisodeBlock`s
-(`rllib.offline.episode_columns`): one per module, so rows of
+(`rllib.offline.in_memory.columns`): one per module, so rows of
 `MultiAgentEpisode`s give one block per module their agents map to. The
 blocks stay in the object store for all of training: every process on a node
 reads them without a copy, and no pass over the data decodes anything again.
 `EpisodeStore.shards` deals the blocks out to the Learners (disjoint, balanced
-by timesteps); each Learner samples its shard (`rllib.offline.episode_shard_sampler`).
+by timesteps); each Learner samples its shard (`rllib.offline.in_memory.shard_sampler`).
 
 If the decoded data still outgrows the budget (the estimate was low), `wait`
 stops the remaining tasks, drops what was decoded and returns False; the
@@ -28,12 +28,12 @@ import pyarrow.parquet as pq
 import ray
 
 from rllib._fork.cluster_check import RequiresFork
-from rllib.offline.episode_columns import EpisodeBlock, decode_module_columns
-from rllib.offline.episode_reader import (
+from rllib.offline.episode_files.reader import (
     cannot_decode_error,
     describe_row,
     iter_payloads,
 )
+from rllib.offline.in_memory.columns import EpisodeBlock, decode_module_columns
 
 logger = logging.getLogger("ray." + __name__)
 
@@ -476,7 +476,7 @@ def _num_ranges(min_ranges: int) -> int:
 
 
 def _filesystem_for(path: str, filesystem):
-    from rllib.offline.episode_writer import resolve_filesystem
+    from rllib.offline.episode_files.filesystem import resolve_filesystem
 
     return resolve_filesystem(path, filesystem)
 

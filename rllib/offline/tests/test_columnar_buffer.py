@@ -19,9 +19,9 @@ from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBu
 from scipy import stats
 
 from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
-from rllib.offline.episode_columns import episode_columns_from_episode
-from rllib.offline.episode_writer import encode_episode
-from rllib.utils.replay_buffers.columnar_episode_buffer import ColumnarEpisodeBuffer
+from rllib.offline.episode_files.payload import encode_episode
+from rllib.offline.in_memory.columnar_buffer import ColumnarEpisodeBuffer
+from rllib.offline.in_memory.columns import episode_columns_from_episode
 
 #: Below this p-value two samples are called different. With fixed seeds the
 #: tests are deterministic; the threshold only sets how strict they are.
@@ -185,10 +185,10 @@ def test_unfinished_episodes_are_rejected_on_both_paths():
 def test_blocks_are_sampled_uniformly_over_every_transition():
     """The Learner's sampler over a shard of several blocks: each recorded
     transition is drawn with the same probability, none is left out."""
-    from rllib.offline.episode_columns import EpisodeBlock
-    from rllib.utils.replay_buffers.columnar_episode_buffer import (
+    from rllib.offline.in_memory.columnar_buffer import (
         sample_transitions,
     )
+    from rllib.offline.in_memory.columns import EpisodeBlock
 
     _, episodes = _episodes(num_episodes=9, max_steps=25, seed=4)
     columns = [episode_columns_from_episode(e) for e in episodes]

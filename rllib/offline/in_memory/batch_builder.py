@@ -70,12 +70,12 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
+from rllib.offline.in_memory.columnar_buffer import SampledTransitions
 from rllib.utils.postprocessing.bootstrapped_returns import (
     BOOTSTRAP_DISCOUNT,
     BOOTSTRAP_OBS,
     RETURNS_TO_BOOTSTRAP,
 )
-from rllib.utils.replay_buffers.columnar_episode_buffer import SampledTransitions
 
 #: Pieces that read episodes, with the columns they add.
 _EPISODE_PIECES = {

@@ -44,7 +44,7 @@ import scipy.signal
 import tree
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
-from rllib.offline.episode_columns import EpisodeBlock, EpisodeColumns
+from rllib.offline.in_memory.columns import EpisodeBlock, EpisodeColumns
 from rllib.utils.postprocessing.bootstrapped_returns import (
     bootstrap_steps,
     value_target_inputs,

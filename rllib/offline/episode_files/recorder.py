@@ -31,8 +31,13 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.util.annotations import PublicAPI
 
-from rllib.offline.episode_input import CLOUD_FILESYSTEMS, as_pyarrow, cloud_filesystem
-from rllib.offline.episode_writer import Episode, EpisodeWriter
+from rllib.offline.episode_files.filesystem import (
+    CLOUD_FILESYSTEMS,
+    as_pyarrow,
+    cloud_filesystem,
+)
+from rllib.offline.episode_files.payload import Episode
+from rllib.offline.episode_files.writer import EpisodeWriter
 
 #: Episode rows per file when `output_max_rows_per_file` is unset (each
 #: `sample()` call commits its own file then).

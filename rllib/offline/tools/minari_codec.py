@@ -9,7 +9,7 @@ with the done flags as two booleans for the episode's last step and the
 infos as one dict per step.
 
 Both directions walk the gym space recursively. Nothing here imports
-`minari`: `ray.rllib.offline.minari_io` does the I/O.
+`minari`: `ray.rllib.offline.tools.minari_io` does the I/O.
 """
 
 import uuid

@@ -1,9 +1,9 @@
 """Train batches sampled on the Learner from its shard of decoded episodes.
 
-The Learner gets an `EpisodeShard` (`rllib.offline.episode_store`) in place
+The Learner gets an `EpisodeShard` (`rllib.offline.in_memory.store`) in place
 of a Ray Data iterator, loads its blocks once and from then on samples each
 train batch uniformly over all of the shard's timesteps and builds it with
-its own connector pipeline (`rllib.offline.transition_batch_builder`): no
+its own connector pipeline (`rllib.offline.in_memory.batch_builder`): no
 Ray Data pass, no decoding, no actor per pass.
 
 Multi-agent data holds one set of blocks per module; each module's batch
@@ -25,11 +25,11 @@ from typing import Dict, Iterator, List, Optional
 import numpy as np
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
-from rllib.offline.episode_columns import EpisodeBlock, check_modules_known
-from rllib.offline.episode_store import EpisodeShard
-from rllib.offline.transition_batch_builder import make_batch_builder
+from rllib.offline.in_memory.batch_builder import make_batch_builder
+from rllib.offline.in_memory.columnar_buffer import sample_transitions
+from rllib.offline.in_memory.columns import EpisodeBlock, check_modules_known
+from rllib.offline.in_memory.store import EpisodeShard
 from rllib.utils.postprocessing.bootstrapped_returns import HORIZON_KEY
-from rllib.utils.replay_buffers.columnar_episode_buffer import sample_transitions
 
 logger = logging.getLogger("ray." + __name__)
 

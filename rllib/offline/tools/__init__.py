@@ -1,0 +1,7 @@
+"""Tools for datasets of recorded episodes; none of them needs the overlay.
+
+- :mod:`.inspection`: what a dataset holds, and every problem in it.
+- :mod:`.conversion`: re-writes a dataset (or a Minari dataset) as episode files.
+- :mod:`.cli`: the command line front end, ``python -m ray.rllib.offline.episodes``.
+- :mod:`.minari_io`, :mod:`.minari_codec`: Minari datasets in and out.
+"""
