@@ -36,11 +36,14 @@ _HEADER = struct.Struct("<BQ")  # codec id, uncompressed size
 
 #: The episode types a writer writes, by the name its metadata records.
 SINGLE_AGENT_EPISODE = "SingleAgentEpisode"
+#: What a row's payload holds, by episode type (the metadata's "payload"; it
+#: describes the layout, readers tell the kinds apart by the decoded state).
+#: Multi-agent rows hold each agent's `SingleAgentEpisode.get_state()`.
+#: Files written before this id existed say
+#: "msgpack+msgpack_numpy:rllib.offline.multi_agent_episode_state".
 PAYLOAD_IDS = {
     SINGLE_AGENT_EPISODE: "msgpack+msgpack_numpy:SingleAgentEpisode.get_state",
-    MULTI_AGENT_EPISODE: (
-        "msgpack+msgpack_numpy:rllib.offline.multi_agent_episode_state"
-    ),
+    MULTI_AGENT_EPISODE: "msgpack+msgpack_numpy:MultiAgentEpisode.agent_states",
 }
 
 #: An episode of either kind.

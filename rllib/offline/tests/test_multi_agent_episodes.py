@@ -84,7 +84,8 @@ def test_round_trip_every_field(tmp_path, compression):
 def test_spaces_per_agent_in_metadata(tmp_path):
     files = write_episodes([make_multi_agent_episode()], tmp_path)
     metadata = json.loads(pq.read_schema(files[0]).metadata[METADATA_KEY])
-    assert metadata["payload"].endswith("multi_agent_episode_state")
+    # The format's own name for the layout, no Python module path.
+    assert metadata["payload"] == "msgpack+msgpack_numpy:MultiAgentEpisode.agent_states"
     assert metadata["observation_space"] is None
     assert {agent for agent, _ in metadata["agents"]} == set(AGENT_SPACES)
     observation_spaces, action_spaces = read_spaces(tmp_path)
