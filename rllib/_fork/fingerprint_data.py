@@ -17,13 +17,10 @@ FINGERPRINTS = {
             "ray.rllib.algorithms.marwil.torch.marwil_torch_learner": "17f1f28901c0fff5362ec5f5a10fb0ad23383625ec4c8cc89be45f34e9ba6f3e",
             "ray.rllib.core.learner.differentiable_learner": "99d49e67a258943e52c1456c46ecaecfcb91e586907189f3ef5ec19e5ddfa929",
             "ray.rllib.core.learner.learner": "e10cd42bf5987d6674888da620a1d0e3fc9e2634b40224b9bb29892b176fcaed",
-            "ray.rllib.core.learner.torch.torch_differentiable_learner": "2bbdc3f81bcb8932d2a0c7d16423a2374ce1464ea6a73accce919426fb7dea2d",
-            "ray.rllib.core.learner.torch.torch_learner": "4123579a2b6303167baa318fc55614df11d6d8e5fb9080389c89e536c68c7c24",
             "ray.rllib.env.utils.infinite_lookback_buffer": "7f72e8ba186df0f3b0d3a534050acf4c3f999b0e943e3ea5c788f009070a45b8",
             "ray.rllib.offline.offline_data": "c2d4c1fb8b90778d01acf7227aa78ff20d1062beb593288ed90ee08ac2800caa",
             "ray.rllib.offline.offline_env_runner": "c6e06cb7fda19ff9349adc30d7c8c52216081bb7b2262754a481756de0e3c6f7",
             "ray.rllib.offline.offline_evaluation_runner": "bde1482a666c1c1e79bdf03066dc12987dcbaa3c9100c0e9e61ec12d98fcdcfd",
-            "ray.rllib.offline.offline_policy_evaluation_runner": "af77bb539949ba68568619cc75086c7e7f17ee26b52b75599e561a3864af5cea",
             "ray.rllib.offline.offline_prelearner": "e729e4cb3abcc81f02438fb424645c8a108f6fcd3157475a68fa34acb64191fd",
             "ray.rllib.utils": "0ce3647dd1a74b81015d9ac442ac03d6f7d49e7c0b5fbd9271f7b47da9b8e88d",
             "ray.rllib.utils.postprocessing.value_predictions": "3dceef14f2698e7ce3b647d240f785f6b3d05b015e79edbd778e6a5aa8c6f941",
@@ -49,12 +46,6 @@ FINGERPRINTS = {
                 "Learner._create_iterator_if_necessary": "069837f91211eb21",
                 "Learner._make_batch_if_necessary": "b890d893bd9a60a9",
             },
-            "ray.rllib.core.learner.torch.torch_differentiable_learner": {
-                "TorchDifferentiableLearner._convert_batch_type": "fd2c38aa933a2af2",
-            },
-            "ray.rllib.core.learner.torch.torch_learner": {
-                "TorchLearner._convert_batch_type": "8274d4656f546e04",
-            },
             "ray.rllib.env.utils.infinite_lookback_buffer": {
                 "InfiniteLookbackBuffer.from_state": "49d70f3a1ca9c938",
             },
@@ -65,11 +56,7 @@ FINGERPRINTS = {
                 "OfflineSingleAgentEnvRunner": "539ce9f00686de1d",
             },
             "ray.rllib.offline.offline_evaluation_runner": {
-                "OfflineEvaluationRunner._convert_batch_type": "009f5c7e216f9cdd",
                 "OfflineEvaluationRunner._create_batch_iterator": "e117c1d5db22bb54",
-            },
-            "ray.rllib.offline.offline_policy_evaluation_runner": {
-                "OfflinePolicyEvaluationRunner._convert_batch_type": "17f1f58bd80cea85",
             },
             "ray.rllib.offline.offline_prelearner": {
                 "OfflinePreLearner": "a6db1e6050a3f589",

@@ -1,12 +1,11 @@
 """The fork's changes to ``ray.rllib.offline.offline_evaluation_runner``.
 
-- ``OfflineEvaluationRunner._convert_batch_type``: the fork's one conversion
-  path, counting env steps as upstream does here (the longest module batch),
-  :func:`rllib.core.learner.batch_conversion.convert_batch_type_counting_longest`.
 - ``OfflineEvaluationRunner._create_batch_iterator``: every minibatch passes the
-  same tree-aware check as the Learner's train batches before the RLModule
-  sees it, so Dict, Tuple and nested observations are tensors on the runner's
-  device at every leaf; rows that carry value-target inputs get their targets
+  same tree-aware check as the Learner's train batches
+  (:func:`rllib.core.learner.batch_conversion.needs_conversion`) and, if a leaf
+  needs it, upstream's ``_convert_batch_type`` before the RLModule sees it, so
+  Dict, Tuple and nested observations are tensors on the runner's device at
+  every leaf; rows that carry value-target inputs get their targets
   from the runner's module (the fork's prelearner leaves them to whoever
   computes the loss). The iterator is still a ``MiniBatchRayDataIterator``.
 """
@@ -16,10 +15,7 @@ from typing import Iterator
 from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.minibatch_utils import MiniBatchRayDataIterator
 
-from rllib.core.learner.batch_conversion import (
-    convert_batch_type_counting_longest,
-    needs_conversion,
-)
+from rllib.core.learner.batch_conversion import needs_conversion
 from rllib.core.learner.value_targets import add_value_targets_to_batch
 
 
@@ -65,8 +61,5 @@ class EvaluationBatchIterator(MiniBatchRayDataIterator):
 #: Upstream names in ``ray.rllib.offline.offline_evaluation_runner`` that this
 #: module replaces.
 REPLACES = {
-    "OfflineEvaluationRunner._convert_batch_type": (
-        convert_batch_type_counting_longest
-    ),
     "OfflineEvaluationRunner._create_batch_iterator": _create_batch_iterator,
 }

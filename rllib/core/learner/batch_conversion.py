@@ -1,13 +1,13 @@
-"""One seam for turning a (nested) train batch into tensors on a device.
+"""Whether a (nested) train batch still needs converting for a device.
 
 Learners and offline evaluation runners get batches in many shapes: numpy
 straight from a connector pipeline, torch tensors on the CPU from Ray Data,
-tensors already on the right accelerator. Upstream decides whether to convert
-by looking at ``batch["obs"]`` only, which misses Dict/Tuple observations and
-any other column. :func:`needs_conversion` walks the whole nest instead and
-stops at the first leaf that needs work; :func:`convert_multi_agent_batch` is
-the one conversion path every learner-side ``_convert_batch_type`` delegates
-to.
+tensors already on the right accelerator. :func:`needs_conversion` walks the
+whole nest and stops at the first leaf that needs work; the conversion itself
+is upstream's ``_convert_batch_type``. Upstream's ``DifferentiableLearner``
+looks at ``batch["obs"]`` only, which misses any other column and fails for
+Dict/Tuple observations (``Learner`` checks every leaf, but only of a
+``MultiAgentBatch`` passed in as is).
 """
 
 from collections.abc import Mapping
@@ -16,7 +16,6 @@ from typing import Any, Iterator, Optional, Union
 import numpy as np
 from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.rllib.utils.framework import try_import_torch
-from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 from ray.util.annotations import DeveloperAPI
 
 torch, _ = try_import_torch()
@@ -51,63 +50,6 @@ def needs_conversion(batch: Any, device: Optional[Union[str, "torch.device"]]) -
             if target is not None and not _same_device(leaf.device, target):
                 return True
     return False
-
-
-@DeveloperAPI
-def convert_multi_agent_batch(
-    batch: MultiAgentBatch,
-    device: Optional[Union[str, "torch.device"]],
-    *,
-    pin_memory: bool = False,
-    use_stream: bool = False,
-    env_steps: Optional[int] = None,
-) -> MultiAgentBatch:
-    """Converts every leaf of a ``MultiAgentBatch`` to torch tensors on a device.
-
-    The nested structure of each column (dicts, tuples) is kept as is.
-
-    Args:
-        batch: The batch to convert.
-        device: The target device; ``None`` leaves the tensors on the CPU.
-        pin_memory: Whether to pin host memory before a copy to CUDA.
-        use_stream: Whether to copy to CUDA on a separate stream.
-        env_steps: The env steps of the returned batch. Defaults to
-            ``batch.env_steps()``.
-
-    Returns:
-        A new ``MultiAgentBatch`` with tensor leaves.
-
-    Raises:
-        TypeError: If ``batch`` is not a ``MultiAgentBatch``.
-    """
-    if not isinstance(batch, MultiAgentBatch):
-        raise TypeError(
-            "`batch` must be a `MultiAgentBatch`, got "
-            f"{type(batch).__name__}. Wrap single-agent data as "
-            "`MultiAgentBatch({module_id: sample_batch}, env_steps=...)`."
-        )
-    policy_batches = convert_to_torch_tensor(
-        batch.policy_batches,
-        device=device,
-        pin_memory=pin_memory,
-        use_stream=use_stream,
-    )
-    if env_steps is None:
-        env_steps = batch.env_steps()
-    return MultiAgentBatch(policy_batches, env_steps=env_steps)
-
-
-@DeveloperAPI
-def longest_module_batch(batch: MultiAgentBatch) -> int:
-    """Returns the length of the longest module batch (0 for an empty batch).
-
-    Args:
-        batch: The batch to measure.
-
-    Returns:
-        ``max(len(b) for b in batch.policy_batches.values())``, or 0.
-    """
-    return max((len(b) for b in batch.policy_batches.values()), default=0)
 
 
 def _iter_leaves(struct: Any) -> Iterator[Any]:
@@ -148,57 +90,3 @@ def _same_device(a: "torch.device", b: "torch.device") -> bool:
             b.index if b.index is not None else current
         )
     return a.index is None or b.index is None
-
-
-def _convert_batch_type(self, batch, to_device, pin_memory, use_stream, env_steps):
-    return convert_multi_agent_batch(
-        batch,
-        self._device if to_device else None,
-        pin_memory=pin_memory,
-        use_stream=use_stream,
-        env_steps=env_steps,
-    )
-
-
-@DeveloperAPI
-def convert_batch_type(
-    self,
-    batch: MultiAgentBatch,
-    to_device: bool = True,
-    pin_memory: bool = False,
-    use_stream: bool = False,
-) -> MultiAgentBatch:
-    """A ``_convert_batch_type`` method (``TorchLearner``'s) on this one path.
-
-    Converts every leaf of ``batch`` to a torch tensor, keeping its nesting.
-
-    Args:
-        self: The Learner (anything with a ``_device``).
-        batch: The batch to convert.
-        to_device: Whether to move the tensors to ``self._device`` (else they
-            stay on the CPU).
-        pin_memory: Whether to pin host memory before a copy to CUDA.
-        use_stream: Whether to copy to CUDA on a separate stream.
-
-    Returns:
-        The converted batch, with ``batch``'s env steps.
-    """
-    return _convert_batch_type(self, batch, to_device, pin_memory, use_stream, None)
-
-
-@DeveloperAPI
-def convert_batch_type_counting_longest(
-    self,
-    batch: MultiAgentBatch,
-    to_device: bool = True,
-    pin_memory: bool = False,
-    use_stream: bool = False,
-) -> MultiAgentBatch:
-    """Like :func:`convert_batch_type`, env steps = the longest module batch.
-
-    That is how upstream's ``TorchDifferentiableLearner`` and offline
-    evaluation runners count the env steps of the converted batch.
-    """
-    return _convert_batch_type(
-        self, batch, to_device, pin_memory, use_stream, longest_module_batch(batch)
-    )

@@ -5,12 +5,16 @@
   see ``rllib.offline.in_memory.store``), and adds value targets to every
   train batch whose rows carry their inputs, with the live module on the
   Learner's device (``rllib.core.learner.value_targets``).
-- ``Learner._make_batch_if_necessary``: decides whether the train batch still
-  needs converting by looking at every leaf of the nested batch (through
-  :func:`~rllib.core.learner.batch_conversion.needs_conversion`), not only at
-  ``batch["obs"]``, so Dict, Tuple and nested observations reach the RLModule
-  as tensors on the Learner's device. ``DifferentiableLearner`` uses the same
-  function.
+- ``Learner._make_batch_if_necessary``: converts whatever train batch it
+  builds, not only a ``MultiAgentBatch`` passed in as is: upstream checks every
+  leaf of such a batch too, but leaves a single-agent ``SampleBatch`` and the
+  output of the Learner connector pipeline unconverted, so
+  ``update(batch=SampleBatch(<numpy>))`` fails upstream in the module's first
+  layer (as do episodes through a pipeline without ``NumpyToTensor``). The check
+  is :func:`~rllib.core.learner.batch_conversion.needs_conversion`, over every
+  leaf, so Dict, Tuple and nested observations reach the RLModule as tensors on
+  the Learner's device. ``DifferentiableLearner`` uses the same function
+  (upstream's copy there looks at ``batch["obs"]`` only).
 """
 
 from ray.rllib.core.learner import learner as _upstream

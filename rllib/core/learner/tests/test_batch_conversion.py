@@ -1,6 +1,7 @@
-"""The tree-aware conversion check and the one conversion path (no Ray)."""
+"""The tree-aware conversion check, and upstream's conversion passing it (no Ray)."""
 
 import sys
+import types
 from collections.abc import Mapping
 
 import numpy as np
@@ -8,14 +9,10 @@ import pytest
 import torch
 import tree
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
-from rllib.core.learner.batch_conversion import (
-    _same_device,
-    convert_multi_agent_batch,
-    longest_module_batch,
-    needs_conversion,
-)
+from rllib.core.learner.batch_conversion import _same_device, needs_conversion
 from rllib.utils.tests.devices import DEVICES, requires_cuda
 
 
@@ -165,9 +162,12 @@ def test_multi_agent_batch_is_walked():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_convert_keeps_structure_and_moves_every_leaf(device):
+def test_upstream_conversion_keeps_structure_and_passes_the_check(device):
+    # The fork checks; upstream's `TorchLearner._convert_batch_type` converts.
+    learner = types.SimpleNamespace(_device=torch.device(device))
     batch = MultiAgentBatch({"p0": SampleBatch(_nested_obs(_np))}, env_steps=7)
-    out = convert_multi_agent_batch(batch, device)
+    assert needs_conversion(batch, device)
+    out = TorchLearner._convert_batch_type(learner, batch)
     column = out.policy_batches["p0"][Columns.OBS]
     tree.assert_same_structure(column, _nested_obs(_np)[Columns.OBS], check_types=True)
     for leaf in tree.flatten(out.policy_batches):
@@ -175,25 +175,6 @@ def test_convert_keeps_structure_and_moves_every_leaf(device):
         assert leaf.device.type == torch.device(device).type
     assert out.env_steps() == 7
     assert not needs_conversion(out, device)
-
-
-def test_convert_env_steps_override_and_longest():
-    batch = MultiAgentBatch(
-        {
-            "p0": SampleBatch({Columns.ACTIONS: np.zeros(3)}),
-            "p1": SampleBatch({Columns.ACTIONS: np.zeros(5)}),
-        },
-        env_steps=1,
-    )
-    assert longest_module_batch(batch) == 5
-    assert longest_module_batch(MultiAgentBatch({}, env_steps=0)) == 0
-    out = convert_multi_agent_batch(batch, None, env_steps=longest_module_batch(batch))
-    assert out.env_steps() == 5
-
-
-def test_convert_rejects_non_multi_agent_batch():
-    with pytest.raises(TypeError, match="must be a `MultiAgentBatch`, got dict"):
-        convert_multi_agent_batch({"obs": np.zeros(2)}, "cpu")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,18 @@
-"""`_make_batch_if_necessary` converts by the whole nested batch (no Ray)."""
+"""`_make_batch_if_necessary` converts by the whole nested batch (no Ray).
+
+Upstream's `Learner` leaves a single-agent `SampleBatch` unconverted (the
+`sample_batch` cases here) and its `DifferentiableLearner` looks at `obs` only.
+"""
 
 import sys
 import types
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 import tree
+from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.differentiable_learner import DifferentiableLearner
@@ -16,14 +22,9 @@ from ray.rllib.core.learner.torch.torch_differentiable_learner import (
 )
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.learner.training_data import TrainingData
-from ray.rllib.offline.offline_evaluation_runner import OfflineEvaluationRunner
-from ray.rllib.offline.offline_policy_evaluation_runner import (
-    OfflinePolicyEvaluationRunner,
-)
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 from rllib.core.learner import learner as fork_learner
-from rllib.core.learner.batch_conversion import convert_batch_type
 from rllib.utils.tests.devices import DEVICES
 
 
@@ -38,7 +39,7 @@ def _stub_learner(device):
 
     def convert(batch):
         stub.conversions += 1
-        return convert_batch_type(stub, batch)
+        return TorchLearner._convert_batch_type(stub, batch)
 
     stub._convert_batch_type = convert
     return stub
@@ -108,6 +109,36 @@ def test_wrong_device_leaf_triggers_conversion():
     assert seen == [batch]
 
 
+def test_single_agent_numpy_sample_batch_trains():
+    # Upstream wraps the `SampleBatch` without converting it; the module's
+    # first layer then gets numpy arrays and raises a TypeError.
+    space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    config = BCConfig().environment(
+        observation_space=space, action_space=gym.spaces.Discrete(2)
+    )
+    learner = config.learner_class(
+        config=config,
+        module_spec=config.get_multi_rl_module_spec(
+            spaces={DEFAULT_MODULE_ID: (space, config.action_space)}
+        ),
+    )
+    learner.build()
+    rng = np.random.default_rng(0)
+    batch = SampleBatch(
+        {
+            Columns.OBS: rng.random((8, 4), dtype=np.float32),
+            Columns.ACTIONS: rng.integers(0, 2, 8),
+        }
+    )
+    before = [
+        p.detach().clone() for p in learner.module[DEFAULT_MODULE_ID].parameters()
+    ]
+    results = learner.update(batch=batch)
+    assert np.isfinite(float(results[DEFAULT_MODULE_ID][Learner.TOTAL_LOSS_KEY].peek()))
+    after = list(learner.module[DEFAULT_MODULE_ID].parameters())
+    assert any(not torch.equal(b, a) for b, a in zip(before, after))
+
+
 def test_sample_batch_for_multi_module_learner_is_rejected():
     stub = _stub_learner("cpu")
     stub.module = {"a": None, "b": None}
@@ -123,18 +154,18 @@ def test_episodes_without_connector_are_rejected():
         fork_learner._make_batch_if_necessary(stub, TrainingData(episodes=[]))
 
 
-def test_one_check_and_one_conversion_path_everywhere():
+def test_one_check_everywhere_and_upstreams_conversion():
     check = fork_learner._make_batch_if_necessary
     assert Learner._make_batch_if_necessary is check
     assert DifferentiableLearner._make_batch_if_necessary is check
     assert TorchLearner._make_batch_if_necessary is check
-    modules = {
-        TorchLearner._convert_batch_type.__module__,
-        TorchDifferentiableLearner._convert_batch_type.__module__,
-        OfflineEvaluationRunner._convert_batch_type.__module__,
-        OfflinePolicyEvaluationRunner._convert_batch_type.__module__,
-    }
-    assert all(m.startswith("rllib.") for m in modules), modules
+    # The conversion itself is upstream's.
+    assert TorchLearner._convert_batch_type.__module__ == (
+        "ray.rllib.core.learner.torch.torch_learner"
+    )
+    assert TorchDifferentiableLearner._convert_batch_type.__module__ == (
+        "ray.rllib.core.learner.torch.torch_differentiable_learner"
+    )
 
 
 if __name__ == "__main__":
