@@ -1,10 +1,12 @@
 """The fork's changes to ``ray.rllib.core.learner.learner``.
 
-- ``Learner._create_iterator_if_necessary``: samples train batches from an
-  ``EpisodeShard`` of decoded episodes (the fork's in-memory offline data,
-  see ``rllib.offline.in_memory.store``), and adds value targets to every
-  train batch whose rows carry their inputs, with the live module on the
-  Learner's device (``rllib.core.learner.value_targets``).
+- ``Learner._create_iterator_if_necessary``: takes the train batches from an
+  in-memory data source that brings its own (the fork's offline data: an
+  ``EpisodeShard`` of decoded episodes, whose ``learner_batches`` method
+  documents the protocol), and adds value targets to every train batch whose
+  rows carry their inputs, with the live module on the Learner's device
+  (``rllib.core.learner.value_targets``). ``rllib.core`` never imports
+  ``rllib.offline``: it recognises such a source by the method alone.
 - ``Learner._make_batch_if_necessary``: converts whatever train batch it
   builds, not only a ``MultiAgentBatch`` passed in as is: upstream checks every
   leaf of such a batch too, but leaves a single-agent ``SampleBatch`` and the
@@ -99,40 +101,39 @@ def _run_learner_connector(self, training_data: TrainingData) -> MultiAgentBatch
     )
 
 
-# --- Offline train batches: shards and value targets ------------------------
+# --- Offline train batches: in-memory sources and value targets -------------
 
 
 _upstream_create_iterator_if_necessary = _upstream.Learner._create_iterator_if_necessary
 
 
 def _create_iterator_if_necessary(self, *, training_data: TrainingData, **kwargs):
-    """The upstream iterator, fed from an episode shard and with value targets.
+    """The upstream iterator, or an in-memory source's batches; value targets.
 
-    - An ``EpisodeShard`` in place of a data iterator: batches sampled from
-      the shard (loaded once per Learner), ``num_iters`` per ``update()``;
-      if None, ``default_num_updates`` (the same on every Learner, so DDP
-      Learners never wait for each other). Modules left out of
-      ``policies_to_train`` get no rows.
+    - A data source in place of a Ray Data iterator: an object in
+      ``training_data.data_iterators[0]`` with a method
+      ``learner_batches(learner, minibatch_size, num_iters)`` that returns an
+      iterator of train batches (``MultiAgentBatch``, numpy or tensors). The
+      source keeps whatever state it needs per Learner. ``minibatch_size``
+      defaults to ``train_batch_size_per_learner``; ``num_iters`` may be None
+      (the source decides, the same on every Learner, so DDP Learners never
+      wait for each other). Each batch is converted to tensors on the
+      Learner's device.
     - Any batch whose rows carry value-target inputs gets its targets from
       the live module, per train batch, before minibatches are cut.
     """
-    # Imported here: this module loads while `ray.rllib` is still importing.
-    from rllib.offline.in_memory.store import EpisodeShard
-
     iterators = training_data.data_iterators
-    if iterators and isinstance(iterators[0], EpisodeShard):
-        sampler = _shard_sampler(self, iterators[0])
-        # Upstream logs the dataset iterations when `self.iterator` is set.
-        self.iterator = sampler
-        return _with_value_targets(
+    source = iterators[0] if iterators else None
+    learner_batches = getattr(source, "learner_batches", None)
+    if learner_batches is not None:
+        batches = learner_batches(
             self,
-            sampler.batches(
-                kwargs.get("minibatch_size")
-                or self.config.train_batch_size_per_learner,
-                kwargs.get("num_iters"),
-            ),
-            convert=True,
+            kwargs.get("minibatch_size") or self.config.train_batch_size_per_learner,
+            kwargs.get("num_iters"),
         )
+        # Upstream logs the dataset iterations when `self.iterator` is set.
+        self.iterator = batches
+        return _with_value_targets(self, batches, convert=True)
     if iterators:
         batches = _upstream_create_iterator_if_necessary(
             self, training_data=training_data, **kwargs
@@ -146,21 +147,6 @@ def _create_iterator_if_necessary(self, *, training_data: TrainingData, **kwargs
     return _upstream_create_iterator_if_necessary(
         self, training_data=TrainingData(batch=batch), **kwargs
     )
-
-
-def _shard_sampler(learner, shard):
-    from rllib.offline.in_memory.shard_sampler import EpisodeShardSampler
-
-    sampler = learner.__dict__.get("_episode_shard_sampler")
-    if sampler is None or not sampler.matches(shard):
-        sampler = EpisodeShardSampler(
-            shard,
-            pipeline=learner._learner_connector,
-            rl_module=learner.module,
-            config=learner.config,
-        )
-        learner.__dict__["_episode_shard_sampler"] = sampler
-    return sampler
 
 
 def _with_value_targets(learner, batches, convert: bool = False):

@@ -154,6 +154,27 @@ class EpisodeShardSampler:
         ]
 
 
+def sampler_for_learner(learner, shard: EpisodeShard) -> EpisodeShardSampler:
+    """The Learner's sampler for `shard`: built once (from the Learner's
+    connector pipeline, module and config), then kept on the Learner and used
+    again for as long as the Learner gets the same shard.
+
+    Args:
+        learner: The `Learner` that trains on `shard`.
+        shard: The shard passed to its `update()`.
+    """
+    sampler = learner.__dict__.get("_episode_shard_sampler")
+    if sampler is None or not sampler.matches(shard):
+        sampler = EpisodeShardSampler(
+            shard,
+            pipeline=learner._learner_connector,
+            rl_module=learner.module,
+            config=learner.config,
+        )
+        learner.__dict__["_episode_shard_sampler"] = sampler
+    return sampler
+
+
 def _blocks_by_module(blocks: List[EpisodeBlock], rl_module) -> Dict[str, list]:
     """The blocks of each module, checked against the `MultiRLModule`.
 

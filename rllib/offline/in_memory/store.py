@@ -20,12 +20,13 @@ caller then streams the data through Ray Data instead.
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 import ray
+from ray.rllib.policy.sample_batch import MultiAgentBatch
 
 from rllib._fork.cluster_check import RequiresFork
 from rllib.offline.episode_files.reader import (
@@ -76,6 +77,32 @@ class EpisodeShard(RequiresFork):
     def blocks(self) -> List[EpisodeBlock]:
         """The shard's blocks (zero-copy views of the object store on a node)."""
         return [block for blocks in ray.get(self.block_refs) for block in blocks]
+
+    def learner_batches(
+        self, learner, minibatch_size: int, num_iters: Optional[int]
+    ) -> Iterator[MultiAgentBatch]:
+        """The train batches of one `update()` on `learner`, from this shard.
+
+        The Learner's side of in-memory offline data: a Learner that finds an
+        object with this method in `training_data.data_iterators[0]` calls it
+        instead of streaming through Ray Data, converts each batch it yields
+        to tensors on its device and adds value targets with its live module.
+        `rllib.core` never imports this module; it only calls the method.
+
+        Args:
+            learner: The `Learner`; its sampler for this shard is built once
+                and kept on it (`shard_sampler.sampler_for_learner`).
+            minibatch_size: Rows per module in each batch.
+            num_iters: Batches to yield; None: `default_num_updates` (the same
+                on every Learner).
+
+        Returns:
+            An iterator of `MultiAgentBatch`es (numpy columns).
+        """
+        # Imported here: `shard_sampler` imports this module.
+        from rllib.offline.in_memory.shard_sampler import sampler_for_learner
+
+        return sampler_for_learner(learner, self).batches(minibatch_size, num_iters)
 
 
 @dataclass

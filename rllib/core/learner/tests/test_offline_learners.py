@@ -70,6 +70,10 @@ def test_local_learner_targets_come_from_the_live_module(ray_cluster, episode_di
         algo.train()
         assert algo.offline_data.mode == "in_memory"
         learner = algo.learner_group._learner
+        # The shard's sampler is built once per Learner and kept across updates.
+        sampler = learner._episode_shard_sampler
+        algo.train()
+        assert learner._episode_shard_sampler is sampler
         module = learner.module[DEFAULT_MODULE_ID]
 
         def targets():

@@ -1,0 +1,115 @@
+"""The Learner takes batches from any in-memory source by its method (no Ray).
+
+`rllib.core` knows the fork's offline data only through the duck-typed
+`learner_batches(learner, minibatch_size, num_iters)` method, and never
+imports `rllib.offline`.
+"""
+
+import ast
+import pathlib
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+import tree
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.training_data import TrainingData
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+import rllib.core
+from rllib.core.learner import learner as fork_learner
+
+CORE = pathlib.Path(rllib.core.__file__).parent
+
+
+class _Source:
+    """Records its calls; yields `num_iters` numpy batches of `minibatch_size`."""
+
+    def __init__(self):
+        self.calls = []
+
+    def learner_batches(self, learner, minibatch_size, num_iters):
+        self.calls.append((learner, minibatch_size, num_iters))
+        for i in range(num_iters or 2):
+            rows = SampleBatch(
+                {
+                    Columns.OBS: {
+                        "a": np.full((minibatch_size, 2), i, np.float32),
+                        "b": (np.zeros((minibatch_size, 1), np.float32),),
+                    },
+                    Columns.ACTIONS: np.arange(minibatch_size),
+                }
+            )
+            yield MultiAgentBatch({DEFAULT_MODULE_ID: rows}, minibatch_size)
+
+
+def _stub_learner():
+    stub = types.SimpleNamespace(
+        _device=torch.device("cpu"),
+        module={DEFAULT_MODULE_ID: None},
+        _learner_connector=None,
+        config=types.SimpleNamespace(train_batch_size_per_learner=32),
+        iterator=None,
+    )
+    stub._convert_batch_type = lambda batch: MultiAgentBatch(
+        tree.map_structure(torch.from_numpy, batch.policy_batches),
+        env_steps=batch.env_steps(),
+    )
+    stub._make_batch_if_necessary = lambda training_data: (
+        fork_learner._make_batch_if_necessary(stub, training_data)
+    )
+    return stub
+
+
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [({}, (32, None)), ({"minibatch_size": 8, "num_iters": 3}, (8, 3))],
+)
+def test_learner_calls_the_source_and_converts_its_batches(kwargs, expected):
+    learner, source = _stub_learner(), _Source()
+    batches = fork_learner._create_iterator_if_necessary(
+        learner, training_data=TrainingData(data_iterators=[source]), **kwargs
+    )
+    assert learner.iterator is not None  # Upstream logs dataset iterations.
+    out = list(batches)
+    assert source.calls == [(learner, *expected)]
+    minibatch_size, num_iters = expected
+    assert len(out) == (num_iters or 2)
+    for i, batch in enumerate(out):
+        rows = batch.policy_batches[DEFAULT_MODULE_ID]
+        assert len(rows) == minibatch_size
+        assert isinstance(rows[Columns.OBS]["b"], tuple)
+        for leaf in tree.flatten(batch.policy_batches):
+            assert isinstance(leaf, torch.Tensor) and leaf.device.type == "cpu"
+        assert torch.equal(
+            rows[Columns.OBS]["a"], torch.full((minibatch_size, 2), float(i))
+        )
+
+
+def _imported_modules(path: pathlib.Path):
+    """Every module an import statement in `path` names, at any depth."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def test_core_never_imports_offline():
+    offending = [
+        f"{path.relative_to(CORE.parent.parent)}: {name}"
+        for path in sorted(CORE.rglob("*.py"))
+        if "tests" not in path.relative_to(CORE).parts
+        for name in _imported_modules(path)
+        if name.split(".")[:2] == ["rllib", "offline"]
+        or name.split(".")[:3] == ["ray", "rllib", "offline"]
+    ]
+    assert not offending, offending
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main(["-v", __file__]))
