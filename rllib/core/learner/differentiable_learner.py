@@ -1,12 +1,21 @@
 """The fork's changes to ``ray.rllib.core.learner.differentiable_learner``.
 
-- ``DifferentiableLearner._make_batch_if_necessary``: the same tree-aware
-  function as the fork's ``Learner`` (upstream keeps a copy that only looks at
+- ``DifferentiableLearner._make_batch_if_necessary``: builds and converts the
+  train batch as ``Learner._make_batch_if_necessary`` does, checking every
+  leaf of a nested batch. Upstream keeps a copy that only looks at
   ``batch["obs"]`` and calls ``.device`` on it, which fails for Dict and Tuple
-  observations).
+  observations.
 """
 
-from rllib.core.learner.learner import _make_batch_if_necessary
+from ray.rllib.core.learner.learner import Learner
+from ray.rllib.core.learner.training_data import TrainingData
+from ray.rllib.policy.sample_batch import MultiAgentBatch
+
+
+def _make_batch_if_necessary(self, training_data: TrainingData) -> MultiAgentBatch:
+    """The train batch, built and converted as the ``Learner`` builds its own."""
+    return Learner._make_batch_if_necessary(self, training_data)
+
 
 #: Upstream names in ``ray.rllib.core.learner.differentiable_learner`` that this
 #: module replaces.
