@@ -3,7 +3,6 @@
 import importlib
 import inspect
 import json
-import pathlib
 import sys
 
 import pytest
@@ -117,54 +116,6 @@ def test_every_replacement_is_applied():
         assert obj is fork.REPLACES[dotted], f"{dotted} not applied"
 
 
-def _fork_modules():
-    """Every module of the fork package outside `_fork`, tests and examples."""
-    root = pathlib.Path(rllib.__file__).parent
-    for path in sorted(root.rglob("*.py")):
-        parts = path.relative_to(root.parent).with_suffix("").parts
-        if "_fork" in parts or "tests" in parts or "examples" in parts:
-            continue
-        if parts[-1] == "conftest":
-            continue
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        yield ".".join(parts)
-
-
-_NEW_MODULES = [
-    m for m in _fork_modules() if registry.new_module_target("ray." + m) is not None
-]
-
-
-@pytest.mark.parametrize("fork_module", _NEW_MODULES)
-def test_new_module_has_one_identity(fork_module):
-    fork = importlib.import_module(fork_module)
-    upstream = importlib.import_module(registry.upstream_name(fork_module))
-    assert upstream is fork
-
-
-def test_every_fork_module_is_registered():
-    """A module at an upstream-looking path replaces upstream names or is new."""
-    plain_packages = {"rllib"} | {  # Packages that only hold fork modules.
-        m
-        for m in _fork_modules()
-        if (
-            pathlib.Path(rllib.__file__).parent.parent
-            / m.replace(".", "/")
-            / "__init__.py"
-        ).exists()
-    }
-    stray = [
-        m
-        for m in _fork_modules()
-        if m not in registry.REPLACING_MODULES
-        and registry.new_module_target("ray." + m) is None
-        and m not in plain_packages
-    ]
-    assert stray == []
-    assert len(_NEW_MODULES) > 30
-
-
 def _fork_state():
     """What a worker process reports about the overlay."""
     from ray.rllib.utils.postprocessing import value_predictions
@@ -231,21 +182,3 @@ def test_disabled_in_ray_workers():
 
 if __name__ == "__main__":
     sys.exit(pytest.main(["-v", __file__]))
-
-
-@pytest.mark.parametrize(
-    "old, new, name",
-    [
-        ("episode_writer", "episode_files.writer", "EpisodeWriter"),
-        ("episode_writer", "episode_files.payload", "encode_episode"),
-        ("episode_writer", "episode_files.filesystem", "resolve_filesystem"),
-        ("episode_reader", "episode_files.reader", "read_episodes"),
-        ("episode_inspection", "tools.inspection", "validate_dataset"),
-        ("episode_conversion", "tools.conversion", "convert_dataset"),
-        ("minari_io", "tools.minari_io", "read_minari"),
-    ],
-)
-def test_earlier_import_paths_give_the_same_objects(old, new, name):
-    old_module = importlib.import_module("ray.rllib.offline." + old)
-    new_module = importlib.import_module("ray.rllib.offline." + new)
-    assert getattr(old_module, name) is getattr(new_module, name)
