@@ -1,12 +1,10 @@
 """The Learner takes batches from any in-memory source by its method (no Ray).
 
 `rllib.core` knows the fork's offline data only through the duck-typed
-`learner_batches(learner, minibatch_size, num_iters)` method, and never
-imports `rllib.offline`.
+`learner_batches(learner, minibatch_size, num_iters)` method (that it never
+imports `rllib.offline` is checked in `rllib/_fork/tests/test_layout.py`).
 """
 
-import ast
-import pathlib
 import sys
 import types
 
@@ -16,13 +14,9 @@ import torch
 import tree
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
-
-import rllib.core
-from rllib.core.learner import learner as fork_learner
-
-CORE = pathlib.Path(rllib.core.__file__).parent
 
 
 class _Source:
@@ -59,7 +53,7 @@ def _stub_learner():
         env_steps=batch.env_steps(),
     )
     stub._make_batch_if_necessary = lambda training_data: (
-        fork_learner._make_batch_if_necessary(stub, training_data)
+        Learner._make_batch_if_necessary(stub, training_data)
     )
     return stub
 
@@ -70,7 +64,7 @@ def _stub_learner():
 )
 def test_learner_calls_the_source_and_converts_its_batches(kwargs, expected):
     learner, source = _stub_learner(), _Source()
-    batches = fork_learner._create_iterator_if_necessary(
+    batches = Learner._create_iterator_if_necessary(
         learner, training_data=TrainingData(data_iterators=[source]), **kwargs
     )
     assert learner.iterator is not None  # Upstream logs dataset iterations.
@@ -87,28 +81,6 @@ def test_learner_calls_the_source_and_converts_its_batches(kwargs, expected):
         assert torch.equal(
             rows[Columns.OBS]["a"], torch.full((minibatch_size, 2), float(i))
         )
-
-
-def _imported_modules(path: pathlib.Path):
-    """Every module an import statement in `path` names, at any depth."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            yield node.module
-            yield from (f"{node.module}.{alias.name}" for alias in node.names)
-
-
-def test_core_never_imports_offline():
-    offending = [
-        f"{path.relative_to(CORE.parent.parent)}: {name}"
-        for path in sorted(CORE.rglob("*.py"))
-        if "tests" not in path.relative_to(CORE).parts
-        for name in _imported_modules(path)
-        if name.split(".")[:2] == ["rllib", "offline"]
-        or name.split(".")[:3] == ["ray", "rllib", "offline"]
-    ]
-    assert not offending, offending
 
 
 if __name__ == "__main__":
