@@ -17,14 +17,10 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.differentiable_learner import DifferentiableLearner
 from ray.rllib.core.learner.learner import Learner
-from ray.rllib.core.learner.torch.torch_differentiable_learner import (
-    TorchDifferentiableLearner,
-)
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
-from rllib.core.learner import learner as fork_learner
 from rllib.utils.tests.devices import DEVICES
 
 
@@ -61,7 +57,7 @@ def test_numpy_tuple_obs_is_converted_with_structure(device, wrap):
     batch = _tuple_batch(lambda s: np.zeros(s, np.float32))
     if wrap == "multi_agent":
         batch = MultiAgentBatch({DEFAULT_MODULE_ID: batch}, env_steps=4)
-    out = fork_learner._make_batch_if_necessary(stub, TrainingData(batch=batch))
+    out = Learner._make_batch_if_necessary(stub, TrainingData(batch=batch))
     assert stub.conversions == 1
     obs = out.policy_batches[DEFAULT_MODULE_ID][Columns.OBS]
     assert isinstance(obs, tuple)
@@ -77,7 +73,7 @@ def test_tensor_batch_on_device_is_passed_through(device):
         {DEFAULT_MODULE_ID: _tuple_batch(lambda s: torch.zeros(s, device=device))},
         env_steps=4,
     )
-    out = fork_learner._make_batch_if_necessary(stub, TrainingData(batch=batch))
+    out = Learner._make_batch_if_necessary(stub, TrainingData(batch=batch))
     assert out is batch
     assert stub.conversions == 0
 
@@ -88,7 +84,7 @@ def test_numpy_leaf_outside_obs_triggers_conversion():
     sample = _tuple_batch(torch.zeros)
     sample[Columns.ACTIONS] = np.zeros(4)
     batch = MultiAgentBatch({DEFAULT_MODULE_ID: sample}, env_steps=4)
-    out = fork_learner._make_batch_if_necessary(stub, TrainingData(batch=batch))
+    out = Learner._make_batch_if_necessary(stub, TrainingData(batch=batch))
     assert stub.conversions == 1
     assert isinstance(
         out.policy_batches[DEFAULT_MODULE_ID][Columns.ACTIONS], torch.Tensor
@@ -105,7 +101,7 @@ def test_wrong_device_leaf_triggers_conversion():
     batch = MultiAgentBatch({DEFAULT_MODULE_ID: sample}, env_steps=4)
     seen = []
     stub._convert_batch_type = lambda b: seen.append(b) or b
-    fork_learner._make_batch_if_necessary(stub, TrainingData(batch=batch))
+    Learner._make_batch_if_necessary(stub, TrainingData(batch=batch))
     assert seen == [batch]
 
 
@@ -143,7 +139,7 @@ def test_sample_batch_for_multi_module_learner_is_rejected():
     stub = _stub_learner("cpu")
     stub.module = {"a": None, "b": None}
     with pytest.raises(ValueError, match="has 2 sub-modules"):
-        fork_learner._make_batch_if_necessary(
+        Learner._make_batch_if_necessary(
             stub, TrainingData(batch=_tuple_batch(np.zeros))
         )
 
@@ -151,20 +147,32 @@ def test_sample_batch_for_multi_module_learner_is_rejected():
 def test_episodes_without_connector_are_rejected():
     stub = _stub_learner("cpu")
     with pytest.raises(ValueError, match="no LearnerConnector pipeline"):
-        fork_learner._make_batch_if_necessary(stub, TrainingData(episodes=[]))
+        Learner._make_batch_if_necessary(stub, TrainingData(episodes=[]))
 
 
-def test_one_check_everywhere_and_upstreams_conversion():
-    check = fork_learner._make_batch_if_necessary
-    assert Learner._make_batch_if_necessary is check
-    assert DifferentiableLearner._make_batch_if_necessary is check
-    assert TorchLearner._make_batch_if_necessary is check
+def test_differentiable_learner_builds_batches_as_the_learner_does():
+    """Same tuple structure, same values, same device, one conversion each."""
+    obs = (np.arange(6, dtype=np.float32).reshape(3, 2), np.arange(3))
+    made = []
+    for method in (
+        Learner._make_batch_if_necessary,
+        DifferentiableLearner._make_batch_if_necessary,
+    ):
+        stub = _stub_learner("cpu")
+        batch = SampleBatch({Columns.OBS: obs, Columns.ACTIONS: np.zeros(3)})
+        made.append(method(stub, TrainingData(batch=batch)))
+        assert stub.conversions == 1
+    for out in made:
+        leaves = out.policy_batches[DEFAULT_MODULE_ID][Columns.OBS]
+        assert isinstance(leaves, tuple)
+        assert all(isinstance(leaf, torch.Tensor) for leaf in leaves)
+    torch.testing.assert_close(
+        made[0].policy_batches[DEFAULT_MODULE_ID][Columns.OBS],
+        made[1].policy_batches[DEFAULT_MODULE_ID][Columns.OBS],
+    )
     # The conversion itself is upstream's.
     assert TorchLearner._convert_batch_type.__module__ == (
         "ray.rllib.core.learner.torch.torch_learner"
-    )
-    assert TorchDifferentiableLearner._convert_batch_type.__module__ == (
-        "ray.rllib.core.learner.torch.torch_differentiable_learner"
     )
 
 
