@@ -6,8 +6,8 @@ import pytest
 import ray
 from ray.rllib.algorithms.bc import BCConfig
 
-from rllib.offline.in_memory import store as episode_store
 from rllib.offline.episode_files.writer import write_episodes
+from rllib.offline.in_memory import store as episode_store
 from rllib.offline.in_memory.memory_budget import MEMORY_BUDGET_KEY, allowed_bytes
 from rllib.offline.in_memory.store import EpisodeStore
 from rllib.offline.offline_data import list_input_episodes
