@@ -3,7 +3,7 @@
 Upstream records single-agent experiences only: its `EnvRunnerGroup` refuses
 `config.output` with a multi-agent config ("Multi-agent recording is not
 supported, yet."). This EnvRunner records `MultiAgentEpisode`s with the
-guarantees of the fork's single-agent recorder (`OfflineSingleAgentEnvRunner`),
+guarantees of the single-agent recorder (`OfflineSingleAgentEnvRunner`),
 through the same `EpisodeRecorder`: chunks of running episodes are held and
 joined until the episode ends, episodes cut off by a reset, too long ones
 (in segments) and those running at `stop()` are written as truncated, and
@@ -14,7 +14,7 @@ metadata. `ray.rllib.offline.episode_files.reader.read_episodes` reads the episo
 back, with the agent-to-module mapping of the recording
 (`episode.module_for(agent_id)`).
 
-The fork's `AlgorithmConfig` validation selects this EnvRunner for a
+`AlgorithmConfig` validation selects this EnvRunner for a
 multi-agent config with `output` set and no `env_runner_cls` of its own.
 """
 

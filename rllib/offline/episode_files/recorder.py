@@ -1,6 +1,6 @@
 """Holds the chunks of running episodes and writes whole episodes; no losses.
 
-`EpisodeRecorder` is the episode half of the fork's recorders
+`EpisodeRecorder` is the episode half of the recorders
 (`OfflineSingleAgentEnvRunner`, `OfflineMultiAgentEnvRunner`): an EnvRunner
 composes one and hands it every `sample()` result. It works the same for
 `SingleAgentEpisode`s and `MultiAgentEpisode`s:
@@ -46,7 +46,7 @@ _UNBOUNDED_ROWS = 1_000_000
 
 @dataclasses.dataclass(frozen=True)
 class RecorderSettings:
-    """The fork recorder's settings, from `config.offline_data(output_config=...)`.
+    """The recorder's settings, from `config.offline_data(output_config=...)`.
 
     `output_config` is the free-form dict for output settings; these keys are
     read by the recorder, other keys are left alone.

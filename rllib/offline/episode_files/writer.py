@@ -15,7 +15,7 @@ A writer holds one kind of episode.
 A payload may be compressed (`compression="zstd"`, ...). A compressed payload
 starts with the byte 0xC1, which msgpack never emits, followed by a short
 header, so readers tell compressed and plain payloads apart by their first
-bytes. Stock RLlib reads plain payloads only; the fork reads both.
+bytes. RLlib releases before this format read plain payloads only.
 
 Example:
 
@@ -124,8 +124,9 @@ class EpisodeWriter:
         action_space: Same for actions.
         max_rows_per_file: Episodes per file.
         compression: Compression of each episode payload: None (readable by
-            stock RLlib), "zstd", "lz4", "gzip" or "brotli" (needs the fork,
-            or `ray.rllib.offline.episode_files.reader`, to read).
+            RLlib releases before this format too), "zstd", "lz4", "gzip" or
+            "brotli" (read by `rllib.offline.episode_files.reader` and
+            `input_read_episodes=True`).
         parquet_compression: Parquet page compression ("zstd", "snappy",
             "gzip", "none", ...).
         filesystem: A `pyarrow.fs.FileSystem` (or fsspec) instance; None

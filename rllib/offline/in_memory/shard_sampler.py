@@ -82,8 +82,7 @@ class EpisodeShardSampler:
         self.builder, reason = make_batch_builder(pipeline, rl_module)
         if reason:
             logger.warning(
-                "rllib-fork: train batches are built through the connector "
-                "pipeline (%s).",
+                "Train batches are built through the connector pipeline (%s).",
                 reason,
             )
         self.value_targets = None

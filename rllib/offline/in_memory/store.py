@@ -265,7 +265,7 @@ class EpisodeStore:
             if total > memory_budget:
                 self.cancel()
                 logger.warning(
-                    "rllib-fork: decoded episodes exceed the memory budget (more "
+                    "Decoded episodes exceed the memory budget (more "
                     "than %d bytes after %d of %d row ranges).",
                     memory_budget,
                     len(sizes),
@@ -279,7 +279,7 @@ class EpisodeStore:
                 self._next_range += 1
         self._sizes = [sizes[i] for i in range(len(position))]
         logger.info(
-            "rllib-fork: decoded %d episodes (%d timesteps, %.1f MiB) in %.1f s; "
+            "Decoded %d episodes (%d timesteps, %.1f MiB) in %.1f s; "
             "they stay in the object store for all of training.",
             self.num_episodes,
             self.num_timesteps,

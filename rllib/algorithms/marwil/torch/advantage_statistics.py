@@ -28,12 +28,12 @@ from ray.rllib.evaluation.postprocessing import Postprocessing
 
 logger = logging.getLogger("ray." + __name__)
 
-#: The rate the fork uses where ``moving_average_sqd_adv_norm_update_rate``
+#: The rate used where ``moving_average_sqd_adv_norm_update_rate``
 #: keeps upstream's default.
 ADVANTAGE_NORM_UPDATE_RATE = 0.05
 
-#: Upstream's default ``moving_average_sqd_adv_norm_update_rate``: with the
-#: fork's data-initialized average it would freeze the first batch's value.
+#: Upstream's default ``moving_average_sqd_adv_norm_update_rate``: with a
+#: data-initialized average it would freeze the first batch's value.
 UPSTREAM_DEFAULT_UPDATE_RATE = 1e-8
 
 #: The key of these statistics in the Learner's state.
@@ -43,7 +43,7 @@ _NORM, _SCALE, _UPDATES = "moving_avg_sqd_adv_norm", "value_target_scale", "upda
 
 
 def update_rate(config) -> float:
-    """The rate the statistics move at: the configured one, or the fork's."""
+    """The rate the statistics move at: the configured one, or the default."""
     rate = config.moving_average_sqd_adv_norm_update_rate
     return ADVANTAGE_NORM_UPDATE_RATE if rate == UPSTREAM_DEFAULT_UPDATE_RATE else rate
 
@@ -152,7 +152,7 @@ def set_state(learner, state: Dict[str, Any], *, full_restore: bool) -> None:
             _updates(learner).clear()
             logger.warning(
                 "The Learner state has no MARWIL advantage statistics (a "
-                "checkpoint saved by upstream RLlib or without the fork): "
+                "checkpoint saved before these statistics existed): "
                 "they start fresh from the next train batch."
             )
         return
