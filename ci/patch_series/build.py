@@ -1,0 +1,176 @@
+"""Builds the patch series against the installed ray's rllib sources.
+
+    python -m ci.patch_series.build --out build/patch-series
+
+Copies the installed ``ray/rllib`` (ray 2.60's sources) into a scratch git
+repository laid out like ray's (``rllib/...``), commits it, applies the topics
+of :mod:`ci.patch_series.series` one commit each, and writes them with
+``git format-patch`` to ``--out`` together with ``series.txt`` (the order) and
+``summary.txt`` (changed lines per patch). ``--tree`` keeps the patched tree.
+"""
+
+import argparse
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from ci.patch_series import series as series_module
+from ci.patch_series import upstream_form
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+AUTHOR = "rllib-fork <rllib-fork@users.noreply.github.com>"
+#: Patches over this many changed lines say why (`Topic.size_reason`).
+SIZE_BAR = 800
+
+
+def installed_rllib() -> pathlib.Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("ray")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("ray is not installed in this environment.")
+    return pathlib.Path(list(spec.submodule_search_locations)[0]) / "rllib"
+
+
+def ray_version() -> str:
+    from importlib.metadata import version
+
+    return version("ray")
+
+
+def _git(tree: pathlib.Path, *args: str) -> str:
+    env = dict(os.environ, GIT_AUTHOR_DATE="2026-01-01T00:00:00Z")
+    env["GIT_COMMITTER_DATE"] = env["GIT_AUTHOR_DATE"]
+    return subprocess.run(
+        ["git", "-C", str(tree), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
+
+
+def baseline(tree: pathlib.Path) -> None:
+    """``tree/rllib`` = the installed rllib sources, committed."""
+    shutil.copytree(
+        installed_rllib(),
+        tree / "rllib",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
+    _git(tree, "init", "-q")
+    _git(tree, "config", "user.name", "rllib-fork")
+    _git(tree, "config", "user.email", "rllib-fork@users.noreply.github.com")
+    _git(tree, "add", "-A")
+    _git(tree, "commit", "-q", "-m", f"ray {ray_version()}: rllib sources")
+
+
+def split_entry(entry: str):
+    """``"path"`` or ``"path::Name,Class.method"`` -> (path, names or None)."""
+    path, _, names = entry.partition("::")
+    return path, (names.split(",") if names else None)
+
+
+def apply_topic(tree: pathlib.Path, topic: series_module.Topic) -> None:
+    for entry in [*topic.files, *topic.tests]:
+        path, only = split_entry(entry)
+        fork_text = (REPO / path).read_text()
+        target = tree / path
+        substitutions = topic.substitutions.get(path, ())
+        if target.exists():
+            text = upstream_form.splice(
+                target.read_text(), fork_text, substitutions, path, only
+            )
+        else:
+            text = upstream_form.new_module(fork_text, substitutions, path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    _git(tree, "add", "-A")
+    if not _git(tree, "diff", "--cached", "--name-only").strip():
+        raise SystemExit(f"topic {topic.slug} changes nothing.")
+    message = f"{topic.subject}\n\n{topic.description}\n"
+    _git(tree, "commit", "-q", f"--author={AUTHOR}", "-m", message)
+
+
+def check_series() -> None:
+    """Every fork source file is in exactly one topic or deliberately left out."""
+    seen = {}
+    for topic in series_module.SERIES:
+        for entry in [*topic.files, *topic.tests]:
+            if entry in seen or entry.partition("::")[0] in seen:
+                sys.exit(f"{entry} is in topics {seen[entry]} and {topic.slug}.")
+            if not (REPO / entry.partition("::")[0]).exists():
+                sys.exit(f"{entry} (topic {topic.slug}) does not exist.")
+            seen[entry] = topic.slug
+
+
+def build(out: pathlib.Path, keep_tree: pathlib.Path = None) -> pathlib.Path:
+    check_series()
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="rllib-series-"))
+    tree = scratch / "ray"
+    tree.mkdir()
+    baseline(tree)
+    for topic in series_module.SERIES:
+        apply_topic(tree, topic)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    count = len(series_module.SERIES)
+    _git(tree, "format-patch", "-q", f"-{count}", "-o", str(out.resolve()))
+    patches = sorted(p.name for p in out.glob("*.patch"))
+    (out / "series.txt").write_text("\n".join(patches) + "\n")
+    summary = [
+        f"ray {ray_version()}, {count} patches. Changed lines: all = code + tests",
+        f"(test files and test helpers). Over {SIZE_BAR} lines needs a reason.",
+        "",
+    ]
+    total = 0
+    for number, topic in enumerate(series_module.SERIES, 1):
+        stat = _git(tree, "show", "--numstat", "--format=", f"HEAD~{count - number}")
+        code = tests = 0
+        for line in stat.splitlines():
+            added, deleted, path = line.split("\t")
+            if "/tests/" in path:
+                tests += int(added) + int(deleted)
+            else:
+                code += int(added) + int(deleted)
+        total += code + tests
+        summary.append(
+            f"{number:04d} {code + tests:6d} = {code:5d} + {tests:5d}  {topic.slug}"
+        )
+        if code + tests > SIZE_BAR:
+            if not topic.size_reason:
+                raise SystemExit(
+                    f"topic {topic.slug} changes {code + tests} lines (over "
+                    f"{SIZE_BAR}) and gives no `size_reason`."
+                )
+            summary += ["       " + line for line in topic.size_reason.splitlines()]
+    summary += ["", f"{total} changed lines in all"]
+    (out / "summary.txt").write_text("\n".join(summary) + "\n")
+    if keep_tree is not None:
+        if keep_tree.exists():
+            shutil.rmtree(keep_tree)
+        shutil.copytree(tree / "rllib", keep_tree)
+    shutil.rmtree(scratch)
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=pathlib.Path, default=REPO / "build/patch-series")
+    parser.add_argument(
+        "--tree",
+        type=pathlib.Path,
+        help="also keep the patched rllib tree here",
+    )
+    args = parser.parse_args(argv)
+    out = build(args.out, args.tree)
+    print((out / "summary.txt").read_text(), end="")
+    print(f"patches in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

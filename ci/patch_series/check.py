@@ -1,0 +1,214 @@
+"""Checks the patch series: it applies to ray's sources, and the patched tree
+behaves as the overlay does.
+
+    python -m ci.patch_series.check [--overlay-results XML] [--keep DIR]
+
+1. Builds the series (:mod:`ci.patch_series.build`).
+2. Applies the patches one by one, with ``git apply``, to a fresh copy of the
+   installed ``ray/rllib``: each must apply on top of the ones before it.
+3. Makes a ``ray`` package whose ``rllib`` is the patched copy (every other
+   entry links to the installed ray) and runs the series' tests in it with
+   the overlay off (``RLLIB_FORK_DISABLE=1``): plain ray with the patches.
+4. Compares each test's outcome with the same test run with the overlay:
+   ``--overlay-results`` (a junit XML of a fork run, as CI writes it), or a
+   run of those tests made here. Any test whose outcome differs fails the
+   check.
+"""
+
+import argparse
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ElementTree
+from typing import Dict, List
+
+from ci.patch_series import build as series_build
+from ci.patch_series.series import SERIES
+
+REPO = series_build.REPO
+
+#: ray's `rllib/conftest.py` imports one hook from `ray.tests.conftest`, which
+#: ray's wheels do not ship; the patched tree gets this stand-in.
+_TESTS_CONFTEST_STANDIN = '''"""Stand-in for ray's test conftest."""
+
+
+def pytest_runtest_makereport(item, call):
+    return None
+'''
+
+_PYTEST_INI = """[pytest]
+python_files = test_*.py
+addopts = -ra --strict-markers
+timeout = 600
+markers =
+    ray: starts (or shares) a local Ray cluster
+filterwarnings =
+    ignore::DeprecationWarning
+"""
+
+
+def series_tests() -> List[str]:
+    return [
+        path
+        for topic in SERIES
+        for path in topic.tests
+        if pathlib.Path(path).name.startswith("test_")
+    ]
+
+
+def apply_series(patches: pathlib.Path, site: pathlib.Path) -> pathlib.Path:
+    """A ``ray`` package under ``site`` with the patched rllib; returns it.
+
+    After each patch, every module the patch adds or changes must import
+    (overlay off): a patch works on top of the ones before it, not only at
+    the end of the series.
+    """
+    ray_dir = site / "ray"
+    ray_dir.mkdir(parents=True)
+    installed = series_build.installed_rllib().parent
+    shutil.copytree(
+        installed / "rllib",
+        ray_dir / "rllib",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
+    for entry in installed.iterdir():
+        if entry.name not in ("rllib", "tests", "__pycache__"):
+            (ray_dir / entry.name).symlink_to(entry)
+    (ray_dir / "tests").mkdir()
+    (ray_dir / "tests" / "__init__.py").write_text("")
+    (ray_dir / "tests" / "conftest.py").write_text(_TESTS_CONFTEST_STANDIN)
+    (ray_dir / "pytest.ini").write_text(_PYTEST_INI)
+    env = patched_env(site)
+    for patch in (patches / "series.txt").read_text().split():
+        result = subprocess.run(
+            ["git", "apply", "--whitespace=nowarn", str(patches / patch)],
+            cwd=ray_dir,
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            sys.exit(f"{patch} does not apply:\n{result.stderr}")
+        modules = [
+            "ray." + path[: -len(".py")].replace("/", ".").removesuffix(".__init__")
+            for path in _patched_files(patches / patch)
+            if path.endswith(".py") and "/tests/" not in path
+        ]
+        imported = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import importlib, sys\n"
+                "for m in sys.argv[1:]: importlib.import_module(m)",
+                *modules,
+            ],
+            cwd=site,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if imported.returncode != 0:
+            sys.exit(f"after {patch}, its modules do not import:\n{imported.stderr}")
+        print(f"applied {patch}; {len(modules)} module(s) import")
+    return ray_dir
+
+
+def _patched_files(patch: pathlib.Path) -> List[str]:
+    return [
+        line[len("+++ b/") :]
+        for line in patch.read_text().splitlines()
+        if line.startswith("+++ b/")
+    ]
+
+
+def patched_env(site: pathlib.Path) -> Dict[str, str]:
+    """Plain ray with the patched rllib: the overlay off, `site` first."""
+    env = dict(os.environ, RLLIB_FORK_DISABLE="1", PYTHONPATH=str(site))
+    env.update(RAY_USAGE_STATS_ENABLED="0", RAY_DEDUP_LOGS="0")
+    return env
+
+
+def run_tests(cwd: pathlib.Path, tests: List[str], xml: pathlib.Path, env: Dict):
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={xml}",
+        *tests,
+    ]
+    print("$", " ".join(command), f"(in {cwd})", flush=True)
+    subprocess.run(command, cwd=cwd, env=env, check=False)
+
+
+def outcomes(xml: pathlib.Path) -> Dict[str, str]:
+    """{test id without a leading `ray.`: passed|failed|error|skipped}."""
+    result = {}
+    for case in ElementTree.parse(xml).getroot().iter("testcase"):
+        classname = case.get("classname", "").removeprefix("ray.")
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = child.tag
+        result[f"{classname}::{case.get('name')}"] = outcome
+    return result
+
+
+def compare(patched: Dict[str, str], overlay: Dict[str, str], tests) -> int:
+    modules = {t[: -len(".py")].replace("/", ".") for t in tests}
+    overlay = {k: v for k, v in overlay.items() if k.split("::")[0] in modules}
+    differences = [
+        (test, overlay.get(test, "not run"), patched.get(test, "not run"))
+        for test in sorted(set(patched) | set(overlay))
+        if patched.get(test) != overlay.get(test)
+    ]
+    same = len(set(patched) & set(overlay)) - sum(
+        1 for _, a, b in differences if "not run" not in (a, b)
+    )
+    print(
+        f"\n{len(patched)} tests in the patched tree (overlay off), "
+        f"{len(overlay)} with the overlay; same outcome: {same}."
+    )
+    counts = {}
+    for outcome in patched.values():
+        counts[outcome] = counts.get(outcome, 0) + 1
+    print("patched tree:", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+    for test, with_overlay, in_tree in differences:
+        print(f"DIFFERENT {test}: overlay {with_overlay}, patched tree {in_tree}")
+    return 1 if differences else 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--overlay-results", type=pathlib.Path)
+    parser.add_argument("--keep", type=pathlib.Path, help="keep the work here")
+    args = parser.parse_args(argv)
+
+    work = args.keep or pathlib.Path(tempfile.mkdtemp(prefix="rllib-series-check-"))
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    patches = series_build.build(work / "patches")
+    print((patches / "summary.txt").read_text())
+    ray_dir = apply_series(patches, work / "site")
+
+    tests = series_tests()
+    run_tests(ray_dir, tests, work / "patched.xml", patched_env(work / "site"))
+
+    overlay_xml = args.overlay_results
+    if overlay_xml is None:
+        overlay_xml = work / "overlay.xml"
+        overlay_env = {k: v for k, v in os.environ.items() if k != "RLLIB_FORK_DISABLE"}
+        run_tests(REPO, tests, overlay_xml, overlay_env)
+    code = compare(outcomes(work / "patched.xml"), outcomes(overlay_xml), tests)
+    if args.keep is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,496 @@
+"""The fork as a patch series: one topic per patch, in the order they apply.
+
+Each topic names the fork files it adds or changes (paths in this repository,
+which are ray's paths too), the tests that come with it, and the ray issues
+it addresses. A file belongs to exactly one topic. Tests that compare the
+fork with the upstream code it replaces (they need the overlay: `rllib/_fork`,
+`*_matches_upstream`, `*_across_modes`, ...) stay in the fork and are listed
+in `FORK_ONLY_TESTS`.
+"""
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Sequence, Tuple
+
+
+@dataclass(frozen=True)
+class Topic:
+    slug: str
+    subject: str
+    description: str
+    files: Sequence[str]
+    tests: Sequence[str] = ()
+    #: Per file: (old, new) text substitutions that drop overlay-only code.
+    substitutions: Dict[str, Sequence[Tuple[str, str]]] = field(default_factory=dict)
+    #: Why the patch is over about 800 changed lines, where it is.
+    size_reason: str = ""
+
+
+_NO_CLUSTER_CHECK_PRELEARNER = (
+    ("from rllib._fork.cluster_check import ForkStamp, check_fork\n", ""),
+    (
+        "        fork_stamp: The `fork_stamp()` of the process that set up the data\n"
+        "            pipeline; a Ray Data worker without the same fork refuses to\n"
+        "            run (`rllib._fork.cluster_check`).\n",
+        "",
+    ),
+    ("        fork_stamp: Optional[ForkStamp] = None,\n", ""),
+    (
+        "        if fork_stamp is not None:\n"
+        '            check_fork(fork_stamp, what="the OfflinePreLearner of a Ray '
+        'Data worker")\n',
+        "",
+    ),
+)
+
+SERIES: List[Topic] = [
+    Topic(
+        slug="test-fixtures",
+        subject="[RLlib] Test fixture: one small local Ray cluster per test session",
+        description=(
+            "The offline tests below share one local Ray cluster with four logical\n"
+            "CPUs, so a remote Learner plus Ray Data's read tasks and map actors\n"
+            "cannot wait on each other for CPUs on a 2-core CI machine."
+        ),
+        files=["rllib/conftest.py"],
+    ),
+    Topic(
+        slug="lookback-buffer-tuple-state",
+        subject="[RLlib] InfiniteLookbackBuffer.from_state: restore Tuple observations",
+        description=(
+            "A buffer restored with `from_state` holds lists where its space has a\n"
+            "Tuple, so a top-level Tuple observation of an episode read from disk\n"
+            "arrives stacked (issue #51747, item 3). `from_state` now turns those\n"
+            "lists back into tuples, recursively, following the buffer's space.\n\n"
+            "Behaviour change: none for Box/Discrete/Dict spaces."
+        ),
+        files=["rllib/env/utils/infinite_lookback_buffer.py"],
+        tests=["rllib/env/utils/tests/test_infinite_lookback_buffer.py"],
+    ),
+    Topic(
+        slug="nested-flatten-dict",
+        subject="[RLlib] flatten_dict/unflatten_dict: keep tuples in nested batches",
+        description=(
+            "`flatten_dict` followed by `unflatten_dict` turned tuples of a nested\n"
+            "batch into dicts keyed '0', '1', ..., so Tuple observations did not\n"
+            "survive the round trip through Ray Data columns (#51747, item 3).\n"
+            "Tuples now flatten to '#<index>' keys and come back as tuples.\n\n"
+            "Behaviour change: flattened keys of tuple members are '#0', '#1', ..."
+        ),
+        files=["rllib/utils/__init__.py"],
+    ),
+    Topic(
+        slug="learner-nested-batches",
+        subject="[RLlib] Learners: convert every train batch, checking each leaf",
+        description=(
+            "`DifferentiableLearner._make_batch_if_necessary` decides whether a\n"
+            "batch needs converting from `batch['obs']` alone and calls `.device`\n"
+            "on it, which fails for Dict and Tuple observations (#51747, item 3).\n"
+            "`Learner._make_batch_if_necessary` checks every leaf of a\n"
+            "`MultiAgentBatch` passed in as is, but leaves a single-agent\n"
+            "`SampleBatch` and the Learner connector's output unconverted\n"
+            "(`update(batch=SampleBatch(<numpy>))` fails in the RLModule). Both\n"
+            "now convert whatever batch they build, checking every leaf for numpy\n"
+            "arrays and tensors on another device; the DifferentiableLearner uses\n"
+            "the Learner's method."
+        ),
+        files=[
+            "rllib/core/learner/batch_conversion.py",
+            "rllib/core/learner/learner.py::Learner._make_batch_if_necessary",
+            "rllib/core/learner/differentiable_learner.py",
+        ],
+        tests=[
+            "rllib/utils/tests/devices.py",
+            "rllib/core/learner/tests/test_batch_conversion.py",
+            "rllib/core/learner/tests/test_learner_batch_checks.py",
+        ],
+    ),
+    Topic(
+        slug="vectorized-value-targets",
+        subject="[RLlib] compute_value_targets: vectorize the GAE recursion",
+        description=(
+            "The GAE recursion runs as one `scipy.signal.lfilter` per episode\n"
+            "segment instead of a Python loop over steps; results are bit-identical\n"
+            "to the loop's (float64), at array speed on long batches.\n\n"
+            "Behaviour change: none (the fork's differential test compares both)."
+        ),
+        files=["rllib/utils/postprocessing/value_predictions.py"],
+    ),
+    Topic(
+        slug="offline-algorithm-restore",
+        subject="[RLlib] Algorithm: restore offline-only algorithms from checkpoints",
+        description=(
+            "`Algorithm.from_checkpoint` fails for BC/MARWIL/CQL without\n"
+            "EnvRunners (no env runner group to restore into), and `get_module`\n"
+            "returns None for them. Without EnvRunners the Algorithm now restores\n"
+            "through `Checkpointable` and syncs the evaluation runners' weights;\n"
+            "`get_module` answers from the local Learner."
+        ),
+        files=["rllib/algorithms/algorithm.py"],
+    ),
+    Topic(
+        slug="episode-payload",
+        subject="[RLlib] Episode files: one episode per row, spaces in the metadata",
+        description=(
+            "The core of a documented on-disk format for episodes (#51747,\n"
+            "item 1): each row holds msgpack + msgpack_numpy of one episode's\n"
+            "state (the `item` column `input_read_episodes=True` reads),\n"
+            "optionally compressed behind a marker byte msgpack never emits;\n"
+            "observation and action spaces go into the parquet metadata as JSON.\n"
+            "A `MultiAgentEpisode` row holds each agent's `SingleAgentEpisode`\n"
+            "state (its payload id: `MultiAgentEpisode.agent_states`)."
+        ),
+        files=[
+            "rllib/offline/episode_files/__init__.py",
+            "rllib/offline/episode_files/payload.py",
+            "rllib/offline/episode_files/spaces.py",
+            "rllib/offline/episode_files/multi_agent_state.py",
+        ],
+    ),
+    Topic(
+        slug="episode-validation-and-filesystems",
+        subject="[RLlib] Episode files: validation, filesystems and atomic commits",
+        description=(
+            "Checks that name the episode, step and field of a value outside its\n"
+            "space before anything is written; one resolver for local paths,\n"
+            "URIs, pyarrow and fsspec filesystems and RLlib's 's3'/'gcs'/'abs'\n"
+            "settings; a file sink that writes under a temporary name and commits\n"
+            "by rename, so readers never see a partial file."
+        ),
+        files=[
+            "rllib/offline/episode_files/validation.py",
+            "rllib/offline/episode_files/filesystem.py",
+            "rllib/offline/episode_files/file_sink.py",
+        ],
+    ),
+    Topic(
+        slug="episode-writer-reader",
+        subject="[RLlib] EpisodeWriter, write_episodes and read_episodes",
+        description=(
+            "A public API to save externally collected episodes (#51747, item 1):\n"
+            "`EpisodeWriter` streams finished `SingleAgentEpisode`s (or\n"
+            "`MultiAgentEpisode`s) into parquet files with bounded rows per file and\n"
+            "atomic commits; `read_episodes` loads them back. The files train with\n"
+            "`offline_data(input_read_episodes=True)` unchanged."
+        ),
+        files=[
+            "rllib/examples/offline_rl/scripted_cartpole.py",
+            "rllib/offline/episode_files/writer.py",
+            "rllib/offline/episode_files/reader.py",
+        ],
+        tests=[
+            "rllib/offline/tests/__init__.py",
+            "rllib/offline/tests/episode_factory.py",
+            "rllib/offline/tests/test_episode_writer.py",
+            "rllib/offline/tests/test_multi_agent_episodes.py",
+        ],
+        size_reason=(
+            "The writer and the reader are one API and their tests round-trip\n"
+            "both (about 880 lines of code; the rest are tests and the scripted\n"
+            "CartPole recorder the tests share)."
+        ),
+    ),
+    Topic(
+        slug="episode-writer-crash-safety",
+        subject="[RLlib] Tests: a killed writer leaves only committed files",
+        description=(
+            "A process killed while writing episodes leaves every committed file\n"
+            "readable and no partial file a reader would pick up."
+        ),
+        files=[],
+        tests=[
+            "rllib/offline/tests/crash_child.py",
+            "rllib/offline/tests/test_crash_safety.py",
+        ],
+    ),
+    Topic(
+        slug="lossless-recorder",
+        subject="[RLlib] Recorder: write every episode, raise on write failures",
+        description=(
+            "`output_write_episodes=True` drops episodes and logs write errors\n"
+            "instead of raising (#51747, item 1), and rewrites its buffer at every\n"
+            "sample. The recorder now writes each finished episode once through\n"
+            "`EpisodeWriter`, flushes at stop, and raises on a failed write.\n\n"
+            "Behaviour change: a failed write raises instead of logging."
+        ),
+        files=[
+            "rllib/offline/episode_files/recorder.py",
+            "rllib/offline/offline_env_runner.py",
+        ],
+        tests=["rllib/offline/tests/test_offline_env_runner.py"],
+        size_reason=(
+            "620 lines of code for one feature (the recorder and the runner that\n"
+            "uses it); the rest is its test."
+        ),
+    ),
+    Topic(
+        slug="value-target-inputs",
+        subject="[RLlib] Value targets from inputs each training row carries",
+        description=(
+            "Each training row can carry the inputs of its own value target: the\n"
+            "discounted recorded rewards to a bootstrap step, the observation\n"
+            "there and its discount. `add_value_targets` computes the targets\n"
+            "from them with a module's value function, on the module's device,\n"
+            "in whatever order Ray Data delivers the rows (#51747, item 2)."
+        ),
+        files=[
+            "rllib/utils/postprocessing/bootstrapped_returns.py",
+            "rllib/core/learner/value_targets.py",
+        ],
+        tests=[
+            "rllib/utils/postprocessing/tests/test_bootstrapped_returns.py",
+            "rllib/core/learner/tests/test_value_targets.py",
+        ],
+    ),
+    Topic(
+        slug="marwil-live-value-targets",
+        subject="[RLlib] MARWIL: value targets from the Learner's live weights",
+        description=(
+            "Upstream computes MARWIL's value targets in the OfflinePreLearner, on\n"
+            "CPU in Ray Data workers, with a module copy that is never updated, so\n"
+            "the targets come from the initial network (#51747, item 2). The\n"
+            "MARWIL Learner now computes them with its live module from the\n"
+            "inputs each row carries, and divides the value loss by a running\n"
+            "scale of the targets (kept in the Learner's state).\n\n"
+            "Behaviour change: MARWIL's value targets come from the live network."
+        ),
+        files=[
+            "rllib/algorithms/marwil/torch/advantage_statistics.py",
+            "rllib/algorithms/marwil/torch/marwil_torch_learner.py",
+        ],
+        tests=["rllib/algorithms/marwil/tests/test_marwil_loss.py"],
+    ),
+    Topic(
+        slug="offline-evaluation-batches",
+        subject="[RLlib] Offline evaluation runner: nested minibatches on the device",
+        description=(
+            "The offline evaluation runner checks only `batch['obs']` before the\n"
+            "RLModule sees a minibatch, so Dict and Tuple observations reach it\n"
+            "as numpy arrays. Every minibatch now passes the same tree-aware\n"
+            "check as the Learner's train batches, and rows that carry\n"
+            "value-target inputs get their targets from the runner's module."
+        ),
+        files=["rllib/offline/offline_evaluation_runner.py"],
+    ),
+    Topic(
+        slug="episode-columns",
+        subject="[RLlib] Offline data: episodes as flat per-step columns",
+        description=(
+            "Decodes an episode row straight into per-step columns (no episode\n"
+            "objects) and keeps them in a columnar episode buffer that samples\n"
+            "transitions and n-step returns at array speed. N-step rewards are\n"
+            "discounted with the configured `gamma`."
+        ),
+        files=[
+            "rllib/offline/in_memory/__init__.py",
+            "rllib/offline/in_memory/columns.py",
+            "rllib/offline/in_memory/columnar_buffer.py",
+        ],
+        tests=["rllib/offline/tests/test_columnar_buffer.py"],
+        size_reason="Two modules that only make sense together, with their test.",
+    ),
+    Topic(
+        slug="prelearner-columnar-path",
+        subject="[RLlib] OfflinePreLearner: rows that stand alone, built from columns",
+        description=(
+            "The OfflinePreLearner builds train batches from the columns instead\n"
+            "of episode objects and gives every row the inputs of its value\n"
+            "target, so Ray Data may re-cut, shuffle and split batches across\n"
+            "Learners. Custom Learner connectors keep the connector pipeline."
+        ),
+        files=[
+            "rllib/offline/in_memory/batch_builder.py",
+            "rllib/offline/offline_prelearner.py",
+        ],
+        tests=[
+            "rllib/offline/tests/test_offline_prelearner.py",
+            "rllib/offline/tests/test_prelearner_columnar_path.py",
+        ],
+        substitutions={
+            "rllib/offline/offline_prelearner.py": _NO_CLUSTER_CHECK_PRELEARNER,
+        },
+        size_reason=(
+            "About 850 lines of code (the batch builder and the prelearner that\n"
+            "uses it); the rest are tests."
+        ),
+    ),
+    Topic(
+        slug="episode-store",
+        subject="[RLlib] Offline data: an object-store episode store under a budget",
+        description=(
+            "Decodes the episode files once into Ray's object store, in parallel\n"
+            "tasks that honour `input_filesystem` and the scheduling options of\n"
+            "`input_read_method_kwargs`, and shards the blocks per Learner. The\n"
+            "data streams through Ray Data instead when it would not fit the\n"
+            "memory budget of the nodes, checked before anything is decoded."
+        ),
+        files=[
+            "rllib/offline/in_memory/memory_budget.py",
+            "rllib/offline/in_memory/read_options.py",
+            "rllib/offline/in_memory/store.py",
+        ],
+        tests=["rllib/offline/tests/test_memory_budget.py"],
+        size_reason=(
+            "About 720 lines of code: the store and the budget it is checked\n"
+            "against; with its test just over the bar."
+        ),
+        substitutions={
+            "rllib/offline/in_memory/store.py": (
+                ("from rllib._fork.cluster_check import RequiresFork\n", ""),
+                ("class EpisodeShard(RequiresFork):", "class EpisodeShard:"),
+            ),
+        },
+    ),
+    Topic(
+        slug="in-memory-training",
+        subject="[RLlib] Offline training from the episode store, equal updates",
+        description=(
+            "`OfflineData` trains from the episode store when the data fits and\n"
+            "streams otherwise; each Learner samples its train batches from its\n"
+            "shard at array speed. Every Learner runs the same number of updates\n"
+            "per `train()`, so DDP Learners never wait on each other (#55419:\n"
+            "`OfflineData.sample` broken for multiple learners). The recorded\n"
+            "spaces are checked once, on the driver, at `build_algo()`."
+        ),
+        files=[
+            "rllib/offline/in_memory/shard_sampler.py",
+            "rllib/offline/offline_data.py",
+            "rllib/core/learner/learner.py::Learner._create_iterator_if_necessary",
+            "rllib/algorithms/algorithm_config.py",
+        ],
+        tests=[
+            "rllib/core/learner/tests/test_in_memory_source.py",
+            "rllib/offline/tests/test_offline_data.py",
+            "rllib/offline/tests/test_train_on_episodes.py",
+            "rllib/offline/tests/test_train_streaming.py",
+            "rllib/algorithms/marwil/tests/test_marwil_two_learners.py",
+        ],
+        substitutions={
+            "rllib/offline/offline_data.py": (
+                ("from rllib._fork.cluster_check import fork_stamp\n", ""),
+                (
+                    '                constructor_kwargs["fork_stamp"] = fork_stamp()\n',
+                    "",
+                ),
+            ),
+        },
+        size_reason=(
+            "About 1,000 lines of code: `OfflineData`'s two modes and the\n"
+            "Learner's side of them cannot land apart."
+        ),
+    ),
+    Topic(
+        slug="example-external-episodes",
+        subject="[RLlib] Example: record, write and train on external episodes",
+        description=(
+            "A runnable example of the whole path: record CartPole episodes with\n"
+            "a scripted controller, write them with `EpisodeWriter`, train MARWIL\n"
+            "or BC on them, evaluate and checkpoint (#51747)."
+        ),
+        files=["rllib/examples/offline_rl/train_on_external_episodes.py"],
+        tests=[
+            "rllib/examples/offline_rl/tests/__init__.py",
+            "rllib/examples/offline_rl/tests/test_train_on_external_episodes.py",
+        ],
+    ),
+    Topic(
+        slug="nested-observations-end-to-end",
+        subject="[RLlib] Tests: Dict and Tuple observations train end to end",
+        description=(
+            "BC and MARWIL train on Dict, Tuple and nested observation spaces from\n"
+            "episode files and from hand-rolled msgpack files (#51747, item 3)."
+        ),
+        files=[
+            "rllib/examples/offline_rl/dict_cartpole.py",
+            "rllib/examples/offline_rl/train_with_dict_observations.py",
+        ],
+        tests=[
+            "rllib/examples/offline_rl/tests/test_train_with_dict_observations.py",
+            "rllib/core/learner/tests/structured_obs.py",
+            "rllib/core/learner/tests/test_structured_observations.py",
+            "rllib/core/learner/tests/test_offline_learners.py",
+        ],
+        size_reason=(
+            "Tests and an example only (265 lines of example code): the\n"
+            "nested-space scenarios and the module they train."
+        ),
+    ),
+    Topic(
+        slug="multi-agent-offline",
+        subject="[RLlib] Multi-agent offline RL: record, read and train per module",
+        description=(
+            "`MultiAgentEpisode`s go through the same writer, reader and recorder,\n"
+            "and BC and MARWIL train one module per policy from them (#24283:\n"
+            "offline API for multi-agent batches; #42872: multi-agent episode\n"
+            "buffers). Upstream's prelearner raises `NotImplementedError` and its\n"
+            "recorder refuses multi-agent configs."
+        ),
+        files=[
+            "rllib/offline/offline_multi_agent_env_runner.py",
+            "rllib/examples/offline_rl/train_multi_agent_offline.py",
+        ],
+        tests=[
+            "rllib/offline/tests/test_episode_shard_sampler.py",
+            "rllib/examples/offline_rl/tests/test_train_multi_agent_offline.py",
+            "rllib/offline/tests/test_offline_multi_agent_env_runner.py",
+            "rllib/offline/tests/test_multi_agent_training.py",
+        ],
+        size_reason=(
+            "360 lines of code (the recorder and the example); the rest are the\n"
+            "tests that train multi-agent BC and MARWIL end to end."
+        ),
+    ),
+    Topic(
+        slug="episode-tools",
+        subject="[RLlib] python -m ray.rllib.offline.episodes: info, validate, convert",
+        description=(
+            "Inspect, check and convert datasets of recorded episodes (the fork's\n"
+            "files, RLlib's recorder output, hand-rolled msgpack files) from the\n"
+            "command line; every problem is reported with its file and row."
+        ),
+        files=[
+            "rllib/offline/tools/__init__.py",
+            "rllib/offline/tools/inspection.py",
+            "rllib/offline/tools/conversion.py",
+            "rllib/offline/tools/cli.py",
+            "rllib/offline/episodes.py",
+        ],
+        tests=["rllib/offline/tests/test_episodes_cli.py"],
+        size_reason=(
+            "A new, self-contained tool: inspection, conversion and the command\n"
+            "line front end are used only together; no upstream file changes."
+        ),
+    ),
+    Topic(
+        slug="minari",
+        subject="[RLlib] Minari datasets: read, write and convert",
+        description=(
+            "Read Minari datasets as episodes, write episodes as Minari datasets\n"
+            "and convert them to episode files for training."
+        ),
+        files=[
+            "rllib/offline/tools/minari_codec.py",
+            "rllib/offline/tools/minari_io.py",
+            "rllib/examples/offline_rl/train_on_minari.py",
+        ],
+        tests=["rllib/offline/tests/test_minari_io.py"],
+        size_reason=(
+            "A new, self-contained module with its example and tests; no upstream\n"
+            "file changes."
+        ),
+    ),
+]
+
+#: Fork tests that compare the fork with upstream or test the overlay itself.
+FORK_ONLY_TESTS = (
+    "rllib/_fork/tests/",
+    "rllib/algorithms/marwil/tests/test_marwil.py",
+    "rllib/algorithms/marwil/tests/test_marwil_checkpoints.py",
+    "rllib/algorithms/ppo/tests/",
+    "rllib/offline/tests/test_cloud_input.py",
+    "rllib/offline/tests/test_column_data_matches_upstream.py",
+    "rllib/offline/tests/test_data_tools_without_overlay.py",
+    "rllib/offline/tests/test_recording_matches_upstream.py",
+    "rllib/offline/tests/test_without_ray_init.py",
+    "rllib/utils/postprocessing/tests/test_value_predictions.py",
+    "rllib/utils/tests/test_flatten_dict.py",
+)

@@ -1,0 +1,231 @@
+"""How fork modules are written into ray's tree (pure text; no ray needed)."""
+
+import ast
+import textwrap
+
+import pytest
+
+from ci.patch_series import upstream_form
+
+UPSTREAM = textwrap.dedent(
+    '''\
+    import logging
+    from typing import List
+
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.util.annotations import PublicAPI
+
+    logger = logging.getLogger(__name__)
+
+
+    def helper_upstream():
+        return 1
+
+
+    @PublicAPI
+    class Thing:
+        """Upstream's thing."""
+
+        @staticmethod
+        def from_state(state):
+            return Thing()
+
+        def get(self, key=DEFAULT_MODULE_ID):
+            return key
+
+
+    class Runner:
+        def run(self):
+            return "upstream"
+    '''
+)
+
+
+def fork(source: str) -> str:
+    return textwrap.dedent(source)
+
+
+def test_method_replacement_keeps_upstream_decorators_and_adds_helpers():
+    text = upstream_form.splice(
+        UPSTREAM,
+        fork(
+            '''\
+            """The fork's changes (dropped: it describes the overlay)."""
+
+            from typing import Any, List
+
+            from rllib.offline.episode_files.payload import ITEM_COLUMN
+
+
+            def _from_state(state):
+                """Builds it.
+
+                Args:
+                    self: Not documented on a method.
+                    state: The state.
+                """
+                return _restore(state)
+
+
+            def _restore(state):
+                return ITEM_COLUMN, state
+
+
+            REPLACES = {"Thing.from_state": staticmethod(_from_state)}
+            '''
+        ),
+        (),
+        "rllib/thing.py",
+    )
+    tree = ast.parse(text)
+    thing = next(n for n in tree.body if getattr(n, "name", None) == "Thing")
+    method = next(n for n in thing.body if getattr(n, "name", None) == "from_state")
+    assert [ast.unparse(d) for d in method.decorator_list] == ["staticmethod"]
+    assert "return _restore(state)" in ast.unparse(method)
+    assert "self:" not in text and "REPLACES" not in text
+    assert "The fork's changes" not in text
+    # The helper and only the imports upstream lacks, named as ray names them.
+    assert "def _restore(state):" in text
+    assert "from ray.rllib.offline.episode_files.payload import ITEM_COLUMN" in text
+    assert text.count("from typing import") == 1  # `Any` is unused, `List` bound.
+
+
+def test_a_call_of_the_upstream_original_keeps_it_as_a_private_default():
+    text = upstream_form.splice(
+        UPSTREAM,
+        fork(
+            """\
+            from ray.rllib.offline import thing as _upstream
+
+            _upstream_get = _upstream.Thing.get
+
+
+            def get(self, key="x"):
+                if key is None:
+                    return None
+                return _upstream_get(self, key)
+
+
+            REPLACES = {"Thing.get": get}
+            """
+        ),
+        (),
+        "rllib/thing.py",
+    )
+    namespace = {}
+    exec(
+        compile(text.replace("from ray", "# from ray"), "t", "exec"),
+        {"DEFAULT_MODULE_ID": "default", "PublicAPI": lambda c: c, **namespace},
+        namespace,
+    )
+    thing = namespace["Thing"]()
+    assert thing.get("k") == "k" and thing.get(None) is None
+    assert thing._get_default("d") == "d"
+    assert "_upstream." not in text and "_upstream_get" not in text
+
+
+def test_a_replaced_subclass_keeps_upstream_as_a_private_base():
+    text = upstream_form.splice(
+        UPSTREAM,
+        fork(
+            """\
+            from ray.rllib.offline import thing as _upstream
+
+
+            class Runner(_upstream.Runner):
+                def run(self):
+                    return "fork+" + super().run()
+
+
+            REPLACES = {"Runner": Runner}
+            """
+        ),
+        (),
+        "rllib/thing.py",
+    )
+    assert "class _RunnerBase:" in text and "class Runner(_RunnerBase):" in text
+    namespace = {}
+    exec(
+        compile(text.replace("from ray", "# from ray"), "t", "exec"),
+        {"DEFAULT_MODULE_ID": "default", "PublicAPI": lambda c: c},
+        namespace,
+    )
+    assert namespace["Runner"]().run() == "fork+upstream"
+
+
+def test_only_splices_the_named_replacements_with_their_helpers():
+    source = fork(
+        """\
+        def get(self, key=None):
+            return _one(key)
+
+
+        def run(self):
+            return _two()
+
+
+        def _one(key):
+            return key
+
+
+        def _two():
+            return 2
+
+
+        REPLACES = {"Thing.get": get, "Runner.run": run}
+        """
+    )
+    first = upstream_form.splice(UPSTREAM, source, (), "rllib/thing.py", ["Thing.get"])
+    assert "def _one(" in first and "def _two(" not in first
+    assert 'return "upstream"' in first
+    second = upstream_form.splice(first, source, (), "rllib/thing.py", ["Runner.run"])
+    assert second.count("def _one(") == 1 and "def _two(" in second
+    with pytest.raises(upstream_form.UpstreamFormError, match="does not replace"):
+        upstream_form.splice(UPSTREAM, source, (), "rllib/thing.py", ["Thing.nope"])
+
+
+def test_imports_of_the_module_itself_are_dropped():
+    text = upstream_form.splice(
+        UPSTREAM,
+        fork(
+            """\
+            def get(self, key=None):
+                # Imported here: the overlay loads this module from a hook.
+                from ray.rllib.thing import (
+                    Thing,
+                )
+
+                return Thing
+
+
+            REPLACES = {"Thing.get": get}
+            """
+        ),
+        (),
+        "rllib/thing.py",
+    )
+    assert "from ray.rllib.thing import" not in text and "Imported here" not in text
+    assert "return Thing" in text
+
+
+def test_substitutions_must_match_once_and_fork_references_must_go():
+    source = "from rllib._fork.cluster_check import check\n\nX = 1\n"
+    assert "X = 1" in upstream_form.new_module(
+        source, [("from rllib._fork.cluster_check import check\n", "")], "a.py"
+    )
+    with pytest.raises(upstream_form.UpstreamFormError, match="matches 0 times"):
+        upstream_form.new_module(source, [("nowhere", "")], "a.py")
+    with pytest.raises(upstream_form.UpstreamFormError, match="still refers"):
+        upstream_form.new_module(source, (), "a.py")
+
+
+def test_new_modules_name_the_fork_package_as_ray_does():
+    text = upstream_form.new_module(
+        'from rllib.offline.tools import cli\nKEY = b"rllib.episodes"\n'
+        '"""See `rllib.core.learner.value_targets`."""\n',
+        (),
+        "rllib/x.py",
+    )
+    assert "from ray.rllib.offline.tools import cli" in text
+    assert 'b"rllib.episodes"' in text  # Not a module: left alone.
+    assert "`ray.rllib.core.learner.value_targets`" in text
