@@ -21,3 +21,13 @@ ci_activate_env() {
     python -m pip install --quiet -c ci/constraints.txt -e ".[$extras]"
   fi
 }
+
+# The environment of the test suite and of the checks that run its tests.
+# `minari,minari-create`: the Minari interop tests record datasets with Minari's
+# DataCollector (jax) and read both storage backends (h5py, pyarrow, Pillow).
+ci_activate_test_env() {
+  ci_activate_env "test,bench,minari,minari-create" \
+    "rllib, ray, torch, pytest, pytest_timeout, matplotlib, minari, h5py, PIL, jax, moto"
+  export RAY_DEDUP_LOGS=0 RAY_USAGE_STATS_ENABLED=0 \
+    PYTHONWARNINGS=ignore::DeprecationWarning
+}

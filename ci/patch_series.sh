@@ -9,10 +9,7 @@ cd "$(dirname "$0")/.."
 
 # shellcheck source=ci/env.sh
 source ci/env.sh
-ci_activate_env "test,bench,minari,minari-create" \
-  "rllib, ray, torch, pytest, pytest_timeout, matplotlib, minari, h5py, PIL, jax, moto"
-
-export RAY_DEDUP_LOGS=0 RAY_USAGE_STATS_ENABLED=0 PYTHONWARNINGS=ignore::DeprecationWarning
+ci_activate_test_env
 args=(--keep build/patch-series-check)
 if [ $# -gt 0 ]; then
   args+=(--overlay-results "$1")
