@@ -29,10 +29,14 @@ directly.
   `config.multi_agent(policy_mapping_fn=...)` maps it to, and every module
   with data gets a batch of `train_batch_size_per_learner` rows (upstream's
   prelearner has no multi-agent support).
+- n-step rewards (`config.n_step` > 1) are discounted with `config.gamma`
+  on every path (upstream's prelearner passes no `gamma` to its buffer,
+  whose sampler then discounts with its default 0.99).
 - Stateful modules and custom prelearner buffers keep upstream's path
   (single-agent only).
 """
 
+import inspect
 import logging
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, List, Optional
@@ -40,6 +44,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 import tree
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
 from ray.rllib.offline import offline_prelearner as _upstream
@@ -202,9 +207,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
             # (Multi-agent rows restore structure from their recorded spaces.)
             return "no observation space given to the prelearner"
         for name in ("_postprocess_and_sample", "_validate_episodes"):
-            if getattr(type(self), name) is not getattr(
-                _upstream.OfflinePreLearner, name
-            ):
+            if getattr(type(self), name) is not getattr(OfflinePreLearner, name):
                 return f"`{type(self).__name__}` overrides `{name}`"
         return None
 
@@ -278,6 +281,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         transitions = buffer.sample(
             self.config.train_batch_size_per_learner,
             n_step=self.config.get("n_step", 1),
+            gamma=self.config.gamma,
             value_targets=value_targets,
         )
         return self._batch_builder.build(
@@ -363,6 +367,42 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
                 _set_value_target_inputs(episode, inputs, rows)
         return sampled
 
+    @override(_upstream.OfflinePreLearner)
+    def _postprocess_and_sample(
+        self, episodes: List[SingleAgentEpisode]
+    ) -> List[SingleAgentEpisode]:
+        """Upstream's, except that n-step rewards are discounted with
+        `config.gamma` (upstream's passes no `gamma`: its buffer's default
+        0.99 applies), as on the columnar path."""
+        episodes = self._validate_episodes(episodes)
+        if (
+            self._module.is_stateful()
+            and not self.config.prelearner_use_recorded_module_states
+        ):
+            for episode in episodes:
+                for column in (Columns.STATE_OUT, Columns.STATE_IN):
+                    if column in episode.extra_model_outputs:
+                        del episode.extra_model_outputs[column]
+        self.episode_buffer.add(episodes)
+        batch_length_T = (
+            self.config.model_config.get("max_seq_len", 0)
+            if self._module.is_stateful()
+            else None
+        )
+        kwargs = {}
+        if _accepts_keyword(self.episode_buffer.sample, "gamma"):
+            kwargs["gamma"] = self.config.gamma
+        return self.episode_buffer.sample(
+            num_items=self.config.train_batch_size_per_learner,
+            batch_length_T=batch_length_T,
+            n_step=self.config.get("n_step", 1),
+            sample_episodes=True,
+            to_numpy=True,
+            lookback=self.config.episode_lookback_horizon,
+            min_batch_length_T=getattr(self.config, "burnin_len", 0),
+            **kwargs,
+        )
+
     def _decode_episodes(
         self, batch: Dict[str, np.ndarray]
     ) -> List[SingleAgentEpisode]:
@@ -412,6 +452,17 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
             shared_data={},
             metrics=None,
         )
+
+
+def _accepts_keyword(function: Callable, name: str) -> bool:
+    """Whether `function` takes a keyword argument `name` (or `**kwargs`)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters
+    )
 
 
 def _whole_episode_inputs(

@@ -18,9 +18,10 @@ n_step=...)` draws, with the same probabilities:
 - Each item starts at a timestep drawn uniformly from all held timesteps
   (with replacement). Its n-step is `n_step`, or drawn uniformly from
   `range(*n_step)` when `n_step` is a tuple.
-- An item covers `m = min(n, T - t)` steps from `t`: its reward is the
-  discounted sum of those `m` rewards (upstream's sampler discounts with its
-  default `gamma`; the prelearner passes none), its next observation is the
+- An item covers `m = min(n, T - t)` steps from `t`: its reward is the sum
+  of those `m` rewards discounted with the caller's `gamma` (the
+  algorithm's `config.gamma`; upstream's prelearner passes none, so its
+  sampler discounts with its default 0.99), its next observation is the
   one `m` steps later, and it carries the episode's done flags only if
   `t + n` lands exactly on the episode's end (upstream's
   `SingleAgentEpisode.slice` keeps them only then).
@@ -35,14 +36,12 @@ OfflinePreLearner's per-episode path computes the same ones
 """
 
 import dataclasses
-import inspect
 from collections import deque
 from typing import Any, Deque, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import scipy.signal
 import tree
-from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
 from rllib.offline.in_memory.columns import EpisodeBlock, EpisodeColumns
 from rllib.utils.postprocessing.bootstrapped_returns import (
@@ -50,11 +49,8 @@ from rllib.utils.postprocessing.bootstrapped_returns import (
     value_target_inputs,
 )
 
-#: The discount upstream's episode sampler applies to n-step rewards when the
-#: caller passes none (the OfflinePreLearner never passes one).
-UPSTREAM_SAMPLER_GAMMA = (
-    inspect.signature(EpisodeReplayBuffer._sample_episodes).parameters["gamma"].default
-)
+#: RLlib's default `AlgorithmConfig.gamma`, for callers that pass no discount.
+DEFAULT_GAMMA = 0.99
 
 NStep = Union[int, Tuple[int, int]]
 
@@ -98,7 +94,7 @@ def sample_transitions(
     *,
     rng: np.random.Generator,
     n_step: NStep = 1,
-    n_step_gamma: float = UPSTREAM_SAMPLER_GAMMA,
+    n_step_gamma: float = DEFAULT_GAMMA,
     value_targets: Optional[Tuple[float, Optional[int]]] = None,
 ) -> SampledTransitions:
     """Samples n-step transitions uniformly over every timestep of `blocks`.
@@ -109,7 +105,8 @@ def sample_transitions(
         rng: The generator to draw with.
         n_step: A fixed n-step, or a `(low, high)` range to draw from (`high`
             excluded).
-        n_step_gamma: The discount for n-step rewards.
+        n_step_gamma: The discount for n-step rewards: the algorithm's
+            `config.gamma` (the default is RLlib's default `gamma`).
         value_targets: `(gamma, horizon)` to add each item's value-target
             inputs; None adds none.
 
@@ -208,13 +205,13 @@ class ColumnarEpisodeBuffer:
         num_items: int,
         *,
         n_step: NStep = 1,
-        gamma: float = UPSTREAM_SAMPLER_GAMMA,
+        gamma: float,
         value_targets: Optional[Tuple[float, Optional[int]]] = None,
     ) -> SampledTransitions:
         """Samples n-step transitions, as upstream's episode sampler does.
 
         See `sample_transitions` for the arguments (`gamma` is its
-        `n_step_gamma`).
+        `n_step_gamma`, required here: the algorithm's `config.gamma`).
         """
         if not self.episodes:
             raise ValueError("Cannot sample from an empty episode buffer.")

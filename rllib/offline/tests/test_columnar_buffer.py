@@ -21,7 +21,10 @@ from scipy import stats
 from rllib.examples.offline_rl.scripted_cartpole import balance_action, record_episodes
 from rllib.offline.episode_files.payload import encode_episode
 from rllib.offline.in_memory.columnar_buffer import ColumnarEpisodeBuffer
-from rllib.offline.in_memory.columns import episode_columns_from_episode
+from rllib.offline.in_memory.columns import (
+    EpisodeColumns,
+    episode_columns_from_episode,
+)
 
 #: Below this p-value two samples are called different. With fixed seeds the
 #: tests are deterministic; the threshold only sets how strict they are.
@@ -61,7 +64,7 @@ def _fork_items(episodes, n_step, batches, batch_size):
     buffer.add([episode_columns_from_episode(e) for e in episodes])
     starts, n_steps, counts = [], [], []
     for _ in range(batches):
-        sampled = buffer.sample(batch_size, n_step=n_step)
+        sampled = buffer.sample(batch_size, n_step=n_step, gamma=0.99)
         counts.append(len(sampled))
         starts.extend(zip(sampled.episode_ids, sampled.timesteps.tolist()))
         n_steps.extend(sampled.n_step.tolist())
@@ -220,4 +223,38 @@ def test_blocks_are_sampled_uniformly_over_every_transition():
 
 def test_empty_buffer_cannot_be_sampled():
     with pytest.raises(ValueError, match="empty"):
-        ColumnarEpisodeBuffer(capacity=10).sample(4)
+        ColumnarEpisodeBuffer(capacity=10).sample(4, gamma=0.99)
+
+
+#: Rewards of a 5-step terminated episode, and the 3-step rewards of each
+#: start `t` discounted with gamma = 0.5, by hand: `r_t + r_t+1 / 2 + r_t+2 / 4`
+#: over the steps left (t = 3 covers 2 steps, t = 4 one).
+HAND_REWARDS = [1.0, 2.0, 4.0, 8.0, 16.0]
+HAND_3_STEP_HALF = {0: 3.0, 1: 6.0, 2: 12.0, 3: 16.0, 4: 16.0}
+
+
+def test_n_step_rewards_are_discounted_with_the_given_gamma():
+    """gamma = 0.5, not the 0.99 upstream's sampler applies when given none."""
+    buffer = ColumnarEpisodeBuffer(capacity=100, seed=0)
+    buffer.add(
+        [
+            EpisodeColumns(
+                id_="hand",
+                observations=np.arange(6, dtype=np.float32)[:, None],
+                actions=np.zeros(5, dtype=np.int64),
+                rewards=np.array(HAND_REWARDS, dtype=np.float32),
+                is_terminated=True,
+                is_truncated=False,
+            )
+        ]
+    )
+    sampled = buffer.sample(200, n_step=3, gamma=0.5)
+    assert set(sampled.timesteps.tolist()) == set(HAND_3_STEP_HALF)
+    expected = [HAND_3_STEP_HALF[t] for t in sampled.timesteps.tolist()]
+    np.testing.assert_array_equal(sampled.rewards, expected)
+    # The next observation is 3 steps on, or the last one; only t + 3 == T
+    # carries the terminal flag.
+    np.testing.assert_array_equal(
+        sampled.next_obs[:, 0], np.minimum(sampled.timesteps + 3, 5)
+    )
+    np.testing.assert_array_equal(sampled.terminateds, sampled.timesteps == 2)

@@ -23,6 +23,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
@@ -210,6 +211,37 @@ def test_n_step_batches_match(algo, n_step):
     assert n.min() >= 1 and n.max() <= 5
     if isinstance(n_step, tuple):
         assert len(set(n.tolist())) > 1
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_n_step_rewards_use_config_gamma(fast):
+    """`config.gamma` = 0.5 discounts the 3-step rewards on both paths (upstream's
+    prelearner passes no gamma, so its buffer would discount with 0.99).
+
+    Rewards 1, 2, 4, 8, 16 over 5 terminated steps; the observation at step
+    `t` is `t`, so each row tells its start.
+    """
+    from rllib.offline.tests.test_columnar_buffer import (
+        HAND_3_STEP_HALF,
+        HAND_REWARDS,
+    )
+
+    obs_space = gym.spaces.Box(0.0, 10.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    episode = SingleAgentEpisode(observations=[np.zeros(1, np.float32)])
+    for t, reward in enumerate(HAND_REWARDS):
+        episode.add_env_step(
+            np.full(1, t + 1, np.float32), 0, reward, terminated=t == 4
+        )
+    prelearner = _prelearner("bc", obs_space, action_space, fast, n_step=3, gamma=0.5)
+    assert prelearner.uses_columnar_path is fast
+    out = prelearner({"item": np.array([encode_episode(episode)], dtype=object)})
+    key = f"{DEFAULT_MODULE_ID}/{{}}".format
+    starts = np.asarray(out[key(Columns.OBS)])[:, 0].astype(int).tolist()
+    assert set(starts) == set(HAND_3_STEP_HALF)
+    np.testing.assert_array_equal(
+        np.asarray(out[key(Columns.REWARDS)]), [HAND_3_STEP_HALF[t] for t in starts]
+    )
 
 
 def _reference_inputs(episodes, flat_steps, gamma, horizon):
