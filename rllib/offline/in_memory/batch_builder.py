@@ -16,8 +16,13 @@ operations instead:
   `truncateds` and the sampler's `n_step` and `weights`).
 - `AddTimeDimToBatchAndZeroPad`, `AddStatesFromEpisodesToBatch`: no-ops for
   the stateless modules this path serves.
-- `BatchIndividualItems`: rows are grouped by (possibly shared) episode id,
-  in order of first appearance, as the connector's per-episode dict does.
+- `BatchIndividualItems`: rows stay in the order the items were sampled.
+  The connectors collect items in a dict keyed by episode id, so where
+  sampled items share an id (ids with `_`, which
+  `AddObservationsFromEpisodesToBatch` does not make unique) they group that
+  episode's rows at its first item; the builder does not copy that: the
+  rows are i.i.d. draws, offline Learners update on each batch as a whole
+  and every row carries what its loss needs, so only the order differs.
 - `AgentToModuleMapping` (multi-agent): the transitions come sampled per
   module already (`EpisodeBlock.module_id`), so the builder labels the
   batch with that module.
@@ -232,13 +237,7 @@ class TransitionBatchBuilder:
         module_id: str = DEFAULT_MODULE_ID,
     ) -> Dict[str, Dict[str, Any]]:
         """The train batch of `module_id` for `transitions`, keyed by module."""
-        batch = self._rows(transitions)
-        # `AddOneTsToEpisodesAndTruncate` gives every item an id of its own.
-        if not self.add_bootstrap_row:
-            order = _first_appearance_order(transitions.episode_ids)
-            if order is not None:
-                batch = tree.map_structure(lambda leaf: leaf[order], batch)
-        module_batch = {module_id: batch}
+        module_batch = {module_id: self._rows(transitions)}
         for piece in self.batch_pieces:
             module_batch = piece(
                 rl_module=rl_module,
@@ -411,24 +410,3 @@ def _interleave(first: Any, second: Any) -> Any:
         return out
 
     return tree.map_structure(leaf, first, second)
-
-
-def _first_appearance_order(episode_ids: np.ndarray) -> Optional[np.ndarray]:
-    """Row order that groups items sharing an episode id, or None if all differ.
-
-    Without a connector that makes ids unique, the connectors collect items in
-    a dict keyed by episode id, so items of one episode come out together, at
-    the position of the first one. Ids without `_` are made unique by
-    `AddObservationsFromEpisodesToBatch` (it appends `_<index>`), so only ids
-    with `_` can be shared (or collide with such a suffixed id).
-    """
-    if not any("_" in episode_id for episode_id in set(episode_ids)):
-        return None
-    groups: Dict[str, int] = {}
-    keys = np.empty(len(episode_ids), dtype=np.int64)
-    for i, episode_id in enumerate(episode_ids):
-        key = episode_id if "_" in episode_id else f"{episode_id}_{i}"
-        keys[i] = groups.setdefault(key, len(groups))
-    if len(groups) == len(episode_ids):
-        return None
-    return np.argsort(keys, kind="stable")

@@ -376,19 +376,57 @@ def test_episode_without_steps_is_never_sampled():
     _assert_same(out_fast, out_general)
 
 
-def test_shared_episode_ids_group_rows_like_the_connectors():
-    """Ids with "_" are not made unique: rows of one id come out together."""
-    data = _cartpole(id_prefix="run")
-    out_fast, out_general = _run_both("bc", data)
-    _assert_same(out_fast, out_general)
-    # Grouped: each episode's rows are contiguous, so few changes of episode.
-    obs = out_fast[f"{DEFAULT_MODULE_ID}/{Columns.OBS}"].numpy()
-    recorded = [e.observations.data for e in data[2]]
-    owner = [
-        next(i for i, rows in enumerate(recorded) if (rows == o).all(1).any())
-        for o in obs
+def _connector_order(episode_ids):
+    """The row order of the connectors' per-episode dict: items whose ids have
+    `_` (not made unique by `AddObservationsFromEpisodesToBatch`) are grouped
+    at the position of their id's first item."""
+    groups = {}
+    keys = [
+        groups.setdefault(i_d if "_" in i_d else f"{i_d}_{i}", len(groups))
+        for i, i_d in enumerate(episode_ids)
     ]
-    assert sum(a != b for a, b in zip(owner, owner[1:])) == len(set(owner)) - 1
+    return np.argsort(keys, kind="stable")
+
+
+def _bc_loss(module, batch):
+    """BC's loss, `-mean(log pi(a|s))`, of one module on a flattened batch."""
+    key = f"{DEFAULT_MODULE_ID}/{{}}".format
+    with torch.no_grad():
+        out = module.forward_train({Columns.OBS: batch[key(Columns.OBS)]})
+        dist = module.get_train_action_dist_cls().from_logits(
+            out[Columns.ACTION_DIST_INPUTS]
+        )
+        return -dist.logp(batch[key(Columns.ACTIONS)]).mean().item()
+
+
+@pytest.mark.parametrize("algo", ["bc", "marwil"])
+def test_shared_episode_ids_keep_the_sampled_order(algo):
+    """Ids with "_" are not made unique by the connectors, which then group an
+    episode's rows together; the columnar builder keeps the rows in the order
+    they were sampled. The rows are the same, only their order differs, and so
+    the loss is the same within float tolerance."""
+    data = _cartpole(id_prefix="run")
+    out_fast, out_general = _run_both(algo, data)
+    # The fast path's rows are the scripted draws, in draw order.
+    starts, _ = _script(data[2], None, seed=0)
+    lengths = np.array([len(e) for e in data[2]])
+    ends = np.cumsum(lengths)
+    owners = np.searchsorted(ends, starts[:BATCH_SIZE], side="right")
+    ts = starts[:BATCH_SIZE] - (ends - lengths)[owners]
+    key = f"{DEFAULT_MODULE_ID}/{{}}".format
+    obs = out_fast[key(Columns.OBS)].numpy()
+    expected_obs = [data[2][o].get_observations(int(t)) for o, t in zip(owners, ts)]
+    np.testing.assert_array_equal(obs, np.stack(expected_obs))
+    # The general path's rows are the same rows, grouped by episode.
+    order = _connector_order([data[2][o].id_ for o in owners])
+    assert not np.array_equal(order, np.arange(BATCH_SIZE))
+    _assert_same(
+        {k: v[torch.as_tensor(order)] for k, v in out_fast.items()}, out_general
+    )
+    module = _prelearner("bc", *data[:2], True)._module[DEFAULT_MODULE_ID]
+    assert _bc_loss(module, out_fast) == pytest.approx(
+        _bc_loss(module, out_general), rel=1e-6
+    )
 
 
 def test_unfinished_episode_is_rejected_with_its_id():
