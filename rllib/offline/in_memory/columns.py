@@ -8,7 +8,8 @@ straight into arrays, without building a `SingleAgentEpisode` (whose
 `decode_module_columns` serves both kinds of rows: a `MultiAgentEpisode`
 becomes one `EpisodeColumns` per agent (each agent's data is stored in the
 single-agent layout, so the same fast path decodes it), labeled with the
-module the training config's `policy_mapping_fn` maps the agent to.
+module the training config's `policy_mapping_fn` maps the agent to (the
+function gets the row's `MultiAgentEpisode`, decoded for it).
 
 Only what the train batch can contain is kept: observations, actions,
 rewards and the done flags. Infos and recorded extra model outputs are
@@ -25,7 +26,6 @@ import msgpack_numpy as mnp
 import numpy as np
 import tree
 from ray.rllib.core import DEFAULT_MODULE_ID
-from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.serialization import gym_space_from_dict
 from ray.rllib.utils.spaces.space_utils import batch
@@ -230,8 +230,8 @@ def decode_module_columns(
             a dict of spaces by agent id.
         action_space: Same for actions.
         policy_mapping_fn: `(agent_id, episode) -> module_id` for multi-agent
-            rows, called with the row's `MultiAgentEpisode` (built only if
-            the function uses more than its `id_`); None maps every agent to
+            rows, called with the row's `MultiAgentEpisode` (decoded once per
+            row, only when a function is given); None maps every agent to
             the default module.
     """
     state = msgpack.unpackb(decompress_payload(payload), strict_map_key=False)
@@ -240,15 +240,12 @@ def decode_module_columns(
             state, observation_space=observation_space, action_space=action_space
         )
         return [(DEFAULT_MODULE_ID, columns)]
-    episode = _EpisodeOnFirstUse(
-        state["id_"],
-        functools.partial(
-            decode_episode,
-            payload,
-            observation_space=observation_space,
-            action_space=action_space,
-        ),
-    )
+    episode = None
+    if policy_mapping_fn is not None:
+        # The function may read anything of the episode: it gets the real one.
+        episode = decode_episode(
+            payload, observation_space=observation_space, action_space=action_space
+        )
     episode_done = bool(state["is_terminated"] or state["is_truncated"])
     pairs = []
     for agent_id, agent_state in state["agent_episodes"]:
@@ -323,41 +320,6 @@ def _agent_space(
 @functools.lru_cache(maxsize=64)
 def _space_from_packed(packed: bytes) -> gym.Space:
     return gym_space_from_dict(msgpack.unpackb(packed, strict_map_key=False))
-
-
-class _EpisodeOnFirstUse:
-    """The `MultiAgentEpisode` of a row, as `policy_mapping_fn` receives it.
-
-    Most mapping functions look only at the agent id (or the episode's
-    `id_`), so the episode object, a second and slower decode of the row, is
-    built the first time the function touches anything else. It passes
-    `isinstance(episode, MultiAgentEpisode)`.
-    """
-
-    __slots__ = ("id_", "_build", "_episode")
-
-    def __init__(self, id_: str, build: Callable[[], MultiAgentEpisode]):
-        self.id_ = id_
-        self._build = build
-        self._episode = None
-
-    def _materialized(self) -> MultiAgentEpisode:
-        if self._episode is None:
-            self._episode = self._build()
-        return self._episode
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._materialized(), name)
-
-    def __len__(self) -> int:
-        return len(self._materialized())
-
-    def __repr__(self) -> str:
-        return repr(self._materialized())
-
-    @property
-    def __class__(self):
-        return MultiAgentEpisode
 
 
 def episode_columns_from_episode(episode: SingleAgentEpisode) -> EpisodeColumns:

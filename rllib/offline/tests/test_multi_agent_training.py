@@ -142,7 +142,7 @@ def test_mapping_function_gets_the_episode_it_asks_for():
 
     def mapping(agent_id, ep):
         seen.append(ep)
-        assert isinstance(ep, MultiAgentEpisode)
+        assert type(ep) is MultiAgentEpisode
         assert ep.id_ == episode.id_
         return ep.module_for(agent_id) if agent_id == "scout" else "other"
 
@@ -153,6 +153,37 @@ def test_mapping_function_gets_the_episode_it_asks_for():
     assert seen[0].env_t_to_agent_t["late"].data == (
         episode.env_t_to_agent_t["late"].data
     )
+
+
+def test_mapping_function_gets_a_real_episode_with_the_rows_data():
+    """`type(episode) is MultiAgentEpisode`, one per row, holding that row."""
+    env = example.make_env()
+    episodes = record_multi_agent_episodes(
+        env, 3, example.scripted_action, epsilon=0.5, seed=1
+    )
+    for recorded in episodes:
+        seen = []
+
+        def mapping(agent_id, ep, seen=seen):
+            seen.append((agent_id, ep))
+            return f"p{agent_id}"
+
+        pairs = decode_module_columns(
+            encode_episode(recorded), policy_mapping_fn=mapping
+        )
+        assert {m for m, _ in pairs} == {f"p{a}" for a, _ in seen}
+        assert [a for a, _ in seen] == list(recorded.agent_episodes)
+        received = seen[0][1]
+        assert all(ep is received for _, ep in seen)  # Decoded once per row.
+        assert type(received) is MultiAgentEpisode
+        assert received.id_ == recorded.id_
+        assert received.agent_ids == recorded.agent_ids
+        assert len(received) == len(recorded)
+        for agent_id, agent_episode in recorded.agent_episodes.items():
+            np.testing.assert_array_equal(
+                received.agent_episodes[agent_id].get_rewards(),
+                agent_episode.get_rewards(),
+            )
 
 
 @pytest.fixture(scope="module")
