@@ -49,9 +49,6 @@ from rllib.utils.postprocessing.bootstrapped_returns import (
     value_target_inputs,
 )
 
-#: RLlib's default `AlgorithmConfig.gamma`, for callers that pass no discount.
-DEFAULT_GAMMA = 0.99
-
 NStep = Union[int, Tuple[int, int]]
 
 
@@ -94,7 +91,7 @@ def sample_transitions(
     *,
     rng: np.random.Generator,
     n_step: NStep = 1,
-    n_step_gamma: float = DEFAULT_GAMMA,
+    n_step_gamma: float,
     value_targets: Optional[Tuple[float, Optional[int]]] = None,
 ) -> SampledTransitions:
     """Samples n-step transitions uniformly over every timestep of `blocks`.
@@ -106,7 +103,7 @@ def sample_transitions(
         n_step: A fixed n-step, or a `(low, high)` range to draw from (`high`
             excluded).
         n_step_gamma: The discount for n-step rewards: the algorithm's
-            `config.gamma` (the default is RLlib's default `gamma`).
+            `config.gamma`.
         value_targets: `(gamma, horizon)` to add each item's value-target
             inputs; None adds none.
 

@@ -92,6 +92,7 @@ class EpisodeShardSampler:
                 config.learner_config_dict.get(HORIZON_KEY),
             )
         self.n_step = config.get("n_step", 1) or 1
+        self.n_step_gamma = config.gamma
         seed = None if config.seed is None else (int(config.seed), shard.index)
         self.rng = np.random.default_rng(seed)
 
@@ -109,6 +110,7 @@ class EpisodeShardSampler:
                 num_items,
                 rng=self.rng,
                 n_step=self.n_step,
+                n_step_gamma=self.n_step_gamma,
                 value_targets=self.value_targets,
             )
             module_batches = self.builder.build(

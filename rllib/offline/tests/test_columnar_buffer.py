@@ -204,12 +204,12 @@ def test_blocks_are_sampled_uniformly_over_every_transition():
     rng = np.random.default_rng(5)
     counts = collections.Counter()
     for _ in range(40):
-        sampled = sample_transitions(blocks, 256, rng=rng)
+        sampled = sample_transitions(blocks, 256, rng=rng, n_step_gamma=0.99)
         counts.update(zip(sampled.episode_ids, sampled.timesteps.tolist()))
     assert set(counts) == set(cells)
     assert stats.chisquare([counts[c] for c in cells]).pvalue > P_MIN
     # The observations drawn are the recorded ones at those steps.
-    sampled = sample_transitions(blocks, 64, rng=rng)
+    sampled = sample_transitions(blocks, 64, rng=rng, n_step_gamma=0.99)
     by_id = {e.id_: e for e in episodes}
     for i, (episode_id, t) in enumerate(
         zip(sampled.episode_ids, sampled.timesteps.tolist())
@@ -258,3 +258,53 @@ def test_n_step_rewards_are_discounted_with_the_given_gamma():
         sampled.next_obs[:, 0], np.minimum(sampled.timesteps + 3, 5)
     )
     np.testing.assert_array_equal(sampled.terminateds, sampled.timesteps == 2)
+
+
+def test_in_memory_sampler_discounts_n_step_rewards_with_config_gamma():
+    """The Learner-side sampler of the in-memory path uses `config.gamma` too."""
+    import types
+
+    from ray.rllib.core.columns import Columns
+
+    from rllib.offline.in_memory.columns import EpisodeBlock
+    from rllib.offline.in_memory.shard_sampler import EpisodeShardSampler
+
+    obs_space = gym.spaces.Box(0.0, 10.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    config = (
+        BCConfig()
+        .environment(observation_space=obs_space, action_space=action_space)
+        .training(train_batch_size_per_learner=32, gamma=0.5)
+        .offline_data(input_="/nonexistent", input_read_episodes=True)
+    )
+    config.n_step = 3
+    rl_module = config.get_multi_rl_module_spec(
+        spaces={DEFAULT_MODULE_ID: (obs_space, action_space)}, inference_only=False
+    ).build()
+    block = EpisodeBlock.from_episodes(
+        [
+            EpisodeColumns(
+                id_="hand",
+                observations=np.arange(6, dtype=np.float32)[:, None],
+                actions=np.zeros(5, dtype=np.int64),
+                rewards=np.array(HAND_REWARDS, dtype=np.float32),
+                is_terminated=True,
+                is_truncated=False,
+            )
+        ]
+    )
+    shard = types.SimpleNamespace(blocks=lambda: [block], index=0)
+    sampler = EpisodeShardSampler(
+        shard,
+        pipeline=config.build_learner_connector(
+            input_observation_space=obs_space, input_action_space=action_space
+        ),
+        rl_module=rl_module,
+        config=config,
+    )
+    batch = sampler.sample(200).policy_batches[DEFAULT_MODULE_ID]
+    starts = np.asarray(batch[Columns.OBS])[:, 0].astype(int).tolist()
+    assert set(starts) == set(HAND_3_STEP_HALF)
+    np.testing.assert_array_equal(
+        np.asarray(batch[Columns.REWARDS]), [HAND_3_STEP_HALF[t] for t in starts]
+    )

@@ -53,6 +53,7 @@ def _rows(num_rows, device, horizon=None, seed=0):
         [EpisodeBlock.from_episodes(episodes)],
         num_rows,
         rng=rng,
+        n_step_gamma=0.95,
         value_targets=(0.95, horizon),
     )
     inputs = sampled.value_target_inputs

@@ -80,7 +80,9 @@ def test_sampled_inputs_match_a_loop(gamma, horizon):
     rng = np.random.default_rng(1)
     episodes, blocks = _blocks(rng)
     by_id = {e.id_: e for e in episodes}
-    sampled = sample_transitions(blocks, 2000, rng=rng, value_targets=(gamma, horizon))
+    sampled = sample_transitions(
+        blocks, 2000, rng=rng, n_step_gamma=gamma, value_targets=(gamma, horizon)
+    )
     inputs = sampled.value_target_inputs
     seen_terminal = seen_live_end = False
     for i in range(len(sampled)):
@@ -112,6 +114,7 @@ def test_horizon_reaches_the_inputs():
             blocks,
             500,
             rng=np.random.default_rng(3),
+            n_step_gamma=0.9,
             value_targets=(0.9, horizon),
         )
         outputs[horizon] = sampled.value_target_inputs.returns_to_bootstrap
