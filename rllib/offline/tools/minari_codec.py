@@ -14,7 +14,7 @@ Both directions walk the gym space recursively. Nothing here imports
 
 import uuid
 from collections.abc import Mapping
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -158,6 +158,51 @@ def unbatch_infos(infos: Optional[Mapping], num_rows: int, where: str) -> List[d
     return [_info_at(infos, t) for t in range(num_rows)]
 
 
+def _check_lengths(lengths: Dict[str, int], num_steps: int, where: str) -> None:
+    """Raises unless there is one row per step, and one more observation."""
+    expected = {"observations": num_steps + 1}
+    for name, length in lengths.items():
+        if length != expected.get(name, num_steps):
+            raise ValueError(
+                f"{where}: field `{name}` has {length} rows, expected "
+                f"{expected.get(name, num_steps)} for an episode with {num_steps} "
+                "rewards (one observation more than steps). Re-create the dataset."
+            )
+
+
+def _done_flags(
+    terminations: np.ndarray,
+    truncations: np.ndarray,
+    where: str,
+    truncate_unfinished: bool,
+) -> Tuple[bool, bool]:
+    """`(terminated, truncated)` of an episode from its per-step done flags.
+
+    Raises if the episode ends before its last step, or if it is unfinished
+    and not `truncate_unfinished`.
+    """
+    num_steps = len(terminations)
+    ends = np.flatnonzero(terminations[:-1] | truncations[:-1])
+    if ends.size:
+        raise ValueError(
+            f"{where}: step {int(ends[0])} is terminated or truncated but the "
+            f"episode goes on to step {num_steps - 1}. A Minari episode must "
+            "end at its first terminated/truncated step; re-create the dataset "
+            "with one episode per reset."
+        )
+    terminated, truncated = bool(terminations[-1]), bool(truncations[-1])
+    if not (terminated or truncated):
+        if not truncate_unfinished:
+            raise ValueError(
+                f"{where}: the last step is neither terminated nor truncated, so "
+                "the episode is unfinished; RLlib trains on finished episodes "
+                "only. Pass `truncate_unfinished=True` to mark such episodes "
+                "truncated (the data ended, the task did not)."
+            )
+        truncated = True
+    return terminated, truncated
+
+
 def episode_from_minari(
     *,
     observations: Any,
@@ -214,32 +259,10 @@ def episode_from_minari(
         "terminations": len(terminations),
         "truncations": len(truncations),
     }
-    expected = {"observations": num_steps + 1}
-    for name, length in lengths.items():
-        if length != expected.get(name, num_steps):
-            raise ValueError(
-                f"{where}: field `{name}` has {length} rows, expected "
-                f"{expected.get(name, num_steps)} for an episode with {num_steps} "
-                "rewards (one observation more than steps). Re-create the dataset."
-            )
-    ends = np.flatnonzero(terminations[:-1] | truncations[:-1])
-    if ends.size:
-        raise ValueError(
-            f"{where}: step {int(ends[0])} is terminated or truncated but the "
-            f"episode goes on to step {num_steps - 1}. A Minari episode must "
-            "end at its first terminated/truncated step; re-create the dataset "
-            "with one episode per reset."
-        )
-    terminated, truncated = bool(terminations[-1]), bool(truncations[-1])
-    if not (terminated or truncated):
-        if not truncate_unfinished:
-            raise ValueError(
-                f"{where}: the last step is neither terminated nor truncated, so "
-                "the episode is unfinished; RLlib trains on finished episodes "
-                "only. Pass `truncate_unfinished=True` to mark such episodes "
-                "truncated (the data ended, the task did not)."
-            )
-        truncated = True
+    _check_lengths(lengths, num_steps, where)
+    terminated, truncated = _done_flags(
+        terminations, truncations, where, truncate_unfinished
+    )
     episode = SingleAgentEpisode(
         id_=id_,
         observations=_restructure(observation_space, observations),
