@@ -17,7 +17,7 @@ prints results. Run with `--help` for the options of each command.
 import argparse
 import json
 import sys
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from rllib.offline.tools.conversion import (
     MINARI_PREFIX,
@@ -153,7 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_info_command(commands)
+    _add_validate_command(commands)
+    _add_convert_command(commands)
+    return parser
 
+
+def _add_info_command(commands: argparse._SubParsersAction) -> None:
+    """Adds the `info` sub-command and its arguments."""
     info = commands.add_parser(
         "info",
         help="summarize a dataset (episodes, returns, spaces, format, size)",
@@ -165,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--files", action="store_true", help="also list every file")
     _add_progress(info)
 
+
+def _add_validate_command(commands: argparse._SubParsersAction) -> None:
+    """Adds the `validate` sub-command and its arguments."""
     validate = commands.add_parser(
         "validate",
         help="report every problem with its file and row (exit 1 if any)",
@@ -175,6 +185,22 @@ def build_parser() -> argparse.ArgumentParser:
         "paths", nargs="+", metavar="PATH", help="files or directories"
     )
     _add_env(validate, "observations and actions must lie in")
+    _add_steps_to_check(validate)
+    validate.add_argument(
+        "--max-problems",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="print at most N problems (default: all); the count covers all",
+    )
+    validate.add_argument(
+        "--json", action="store_true", help="print the report as JSON"
+    )
+    _add_progress(validate)
+
+
+def _add_steps_to_check(validate: argparse.ArgumentParser) -> None:
+    """Adds `validate`'s exclusive `--sample-steps N` / `--all-steps`."""
     steps = validate.add_mutually_exclusive_group()
     steps.add_argument(
         "--sample-steps",
@@ -189,18 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="check every step against the spaces",
     )
-    validate.add_argument(
-        "--max-problems",
-        type=_positive_int,
-        default=None,
-        metavar="N",
-        help="print at most N problems (default: all); the count covers all",
-    )
-    validate.add_argument(
-        "--json", action="store_true", help="print the report as JSON"
-    )
-    _add_progress(validate)
 
+
+def _add_convert_command(commands: argparse._SubParsersAction) -> None:
+    """Adds the `convert` sub-command and its arguments."""
     convert = commands.add_parser(
         "convert",
         help="re-write a dataset with EpisodeWriter (checked, spaces recorded)",
@@ -216,6 +234,28 @@ def build_parser() -> argparse.ArgumentParser:
         "destination", metavar="DST", help="local output directory (empty or new)"
     )
     _add_env(convert, "to record, for a SRC that records none")
+    _add_writer_options(convert)
+    convert.add_argument(
+        "--numpy",
+        action="store_true",
+        help="numpy-ize episodes stored as per-step lists (smaller, faster to read)",
+    )
+    convert.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="leave out rows that do not decode or fail the checks, and list "
+        "them, instead of stopping at the first",
+    )
+    convert.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the contents of a non-empty DST",
+    )
+    _add_progress(convert)
+
+
+def _add_writer_options(convert: argparse.ArgumentParser) -> None:
+    """Adds `convert`'s `EpisodeWriter` options (see `_writer_kwargs`)."""
     convert.add_argument(
         "--compression",
         choices=["none", "zstd", "lz4", "gzip", "brotli"],
@@ -236,24 +276,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="episodes per output file (default: 1000)",
     )
-    convert.add_argument(
-        "--numpy",
-        action="store_true",
-        help="numpy-ize episodes stored as per-step lists (smaller, faster to read)",
-    )
-    convert.add_argument(
-        "--skip-invalid",
-        action="store_true",
-        help="leave out rows that do not decode or fail the checks, and list "
-        "them, instead of stopping at the first",
-    )
-    convert.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the contents of a non-empty DST",
-    )
-    _add_progress(convert)
-    return parser
 
 
 # ---------------------------------------------------------------------------
@@ -289,6 +311,19 @@ def _counts(counts: Dict[str, int], unit: str) -> str:
 
 
 def _print_info(info: DatasetInfo, list_files: bool) -> None:
+    rows = _info_rows(info)
+    width = max(len(label) for label, _ in rows) + 2
+    for label, value in rows:
+        print(f"{label:<{width}}{value}")
+    if list_files:
+        print()
+        _print_files(info)
+    for note in _info_notes(info):
+        print(f"Note: {note}")
+
+
+def _info_rows(info: DatasetInfo) -> List[Tuple[str, str]]:
+    """The `(label, value)` lines of the `info` summary."""
     rows = [
         ("Dataset", ", ".join(info.paths)),
         ("Files", f"{len(info.files)} ({_size(info.num_bytes)} on disk)"),
@@ -310,19 +345,23 @@ def _print_info(info: DatasetInfo, list_files: bool) -> None:
     ):
         known = space is not None
         rows.append((label, f"{space} ({info.spaces_source})" if known else "-"))
-    width = max(len(label) for label, _ in rows) + 2
-    for label, value in rows:
-        print(f"{label:<{width}}{value}")
-    if list_files:
-        print()
-        for file in info.files:
-            rows_text = "?" if file.num_rows is None else f"{file.num_rows:,}"
-            print(
-                f"  {file.path}: {rows_text} rows, {_size(file.num_bytes)}, "
-                f"{file.format}, payload compression "
-                f"{file.payload_compression or 'none'}, parquet compression "
-                f"{file.parquet_compression or '-'}"
-            )
+    return rows
+
+
+def _print_files(info: DatasetInfo) -> None:
+    """Prints one line per file of `info --files`."""
+    for file in info.files:
+        rows_text = "?" if file.num_rows is None else f"{file.num_rows:,}"
+        print(
+            f"  {file.path}: {rows_text} rows, {_size(file.num_bytes)}, "
+            f"{file.format}, payload compression "
+            f"{file.payload_compression or 'none'}, parquet compression "
+            f"{file.parquet_compression or '-'}"
+        )
+
+
+def _info_notes(info: DatasetInfo) -> List[str]:
+    """The notes under the `info` summary: what to run next, if anything."""
     notes = []
     unreadable = [f for f in info.files if f.problem]
     if unreadable or info.num_undecodable:
@@ -346,8 +385,7 @@ def _print_info(info: DatasetInfo, list_files: bool) -> None:
             f"The files record no spaces. `{PROG} convert SRC DST [--env ENV_ID]` "
             "re-writes them with the spaces in their metadata."
         )
-    for note in notes:
-        print(f"Note: {note}")
+    return notes
 
 
 def _print_report(report: ValidationReport, max_problems: Optional[int]) -> None:
