@@ -40,11 +40,13 @@ import warnings
 from typing import (
     TYPE_CHECKING,
     Any,
+    Dict,
     Iterable,
     Iterator,
     List,
     Optional,
     Sequence,
+    Tuple,
     Union,
 )
 
@@ -435,6 +437,126 @@ def _check_serializable(space: gym.Space, name: str) -> None:
         ) from error
 
 
+def _new_dataset_path(
+    minari, dataset_id: str, data_format: str, dataset_metadata: Dict[str, Any]
+) -> pathlib.Path:
+    """Checks `write_minari`'s arguments; returns where the new dataset goes."""
+    from minari.dataset.minari_dataset import parse_dataset_id
+
+    try:
+        parse_dataset_id(dataset_id)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"`dataset_id={dataset_id!r}` is not a Minari dataset id. Use "
+            "`(namespace/)name-v<version>`, for example `cartpole/expert-v0` "
+            "(a namespace has at least two characters)."
+        ) from error
+    if data_format not in DATA_FORMATS:
+        raise ValueError(
+            f"`data_format={data_format!r}` is not a Minari storage backend "
+            f"this function writes; use one of {list(DATA_FORMATS)}."
+        )
+    unknown = sorted(set(dataset_metadata) - set(DATASET_METADATA_KEYS))
+    if unknown:
+        raise TypeError(
+            f"`write_minari` got unknown keyword arguments {unknown}. Dataset "
+            f"metadata for Minari can be: {list(DATASET_METADATA_KEYS)}."
+        )
+    path = minari.storage.get_dataset_path(dataset_id)
+    if path.exists():
+        raise FileExistsError(
+            f"A Minari dataset `{dataset_id}` already exists at `{path}`. Pick "
+            "another id or version (`...-v1`), or delete it first with "
+            f"`minari.delete_dataset({dataset_id!r})`."
+        )
+    return path
+
+
+def _first_episode(
+    episodes: Iterable[SingleAgentEpisode],
+) -> Tuple[Any, Iterator[Any]]:
+    """The first of `episodes` (raises if none), and an iterator over all."""
+    iterator = iter(episodes)
+    first = next(iterator, None)
+    if first is None:
+        raise ValueError(
+            "`episodes` is empty; a Minari dataset needs at least one episode."
+        )
+    return first, itertools.chain([first], iterator)
+
+
+def _add_episodes(
+    dataset,
+    episodes: Iterator[Any],
+    dataset_id: str,
+    metadata_callback,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    *,
+    record_infos: bool,
+    validate: bool,
+) -> None:
+    """Checks `episodes` and adds them to `dataset`, `_CHUNK` at a time."""
+    from minari.data_collector import EpisodeBuffer
+
+    number = 0
+    while True:
+        chunk = list(itertools.islice(episodes, _CHUNK))
+        if not chunk:
+            break
+        buffers, episode_metadata = [], []
+        for episode in chunk:
+            fields = _minari_fields(
+                episode,
+                number,
+                dataset_id,
+                observation_space,
+                action_space,
+                record_infos=record_infos,
+                validate=validate,
+            )
+            buffers.append(EpisodeBuffer(**fields))
+            episode_metadata.append(metadata_callback({"rewards": fields["rewards"]}))
+            number += 1
+        first_index = dataset.storage.total_episodes
+        dataset.update_dataset_from_buffer(buffers)
+        dataset.storage.update_episode_metadata(
+            episode_metadata,
+            range(first_index, first_index + len(buffers)),
+        )
+
+
+def _minari_fields(
+    episode: Any,
+    number: int,
+    dataset_id: str,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    *,
+    record_infos: bool,
+    validate: bool,
+) -> Dict[str, Any]:
+    """Checks episode #`number`; returns its fields of Minari's `EpisodeBuffer`."""
+    _check_type(episode, number, dataset_id)
+    where_dataset = f"`write_minari` to `{dataset_id}`"
+    where = f"{where_dataset}, episode #{number} (id `{episode.id_}`)"
+    try:
+        validate_episode(
+            episode,
+            observation_space if validate else None,
+            action_space if validate else None,
+        )
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{where_dataset}: {error}") from error
+    return episode_to_minari(
+        episode,
+        observation_space,
+        action_space,
+        record_infos=record_infos,
+        where=where,
+    )
+
+
 @PublicAPI(stability="alpha")
 def write_minari(
     episodes: Iterable[SingleAgentEpisode],
@@ -497,41 +619,8 @@ def write_minari(
             cannot store.
     """
     minari = _import_minari()
-    from minari.data_collector import EpisodeBuffer
-    from minari.dataset.minari_dataset import parse_dataset_id
-
-    try:
-        parse_dataset_id(dataset_id)
-    except (TypeError, ValueError) as error:
-        raise ValueError(
-            f"`dataset_id={dataset_id!r}` is not a Minari dataset id. Use "
-            "`(namespace/)name-v<version>`, for example `cartpole/expert-v0` "
-            "(a namespace has at least two characters)."
-        ) from error
-    if data_format not in DATA_FORMATS:
-        raise ValueError(
-            f"`data_format={data_format!r}` is not a Minari storage backend "
-            f"this function writes; use one of {list(DATA_FORMATS)}."
-        )
-    unknown = sorted(set(dataset_metadata) - set(DATASET_METADATA_KEYS))
-    if unknown:
-        raise TypeError(
-            f"`write_minari` got unknown keyword arguments {unknown}. Dataset "
-            f"metadata for Minari can be: {list(DATASET_METADATA_KEYS)}."
-        )
-    path = minari.storage.get_dataset_path(dataset_id)
-    if path.exists():
-        raise FileExistsError(
-            f"A Minari dataset `{dataset_id}` already exists at `{path}`. Pick "
-            "another id or version (`...-v1`), or delete it first with "
-            f"`minari.delete_dataset({dataset_id!r})`."
-        )
-    iterator = iter(episodes)
-    first = next(iterator, None)
-    if first is None:
-        raise ValueError(
-            "`episodes` is empty; a Minari dataset needs at least one episode."
-        )
+    path = _new_dataset_path(minari, dataset_id, data_format, dataset_metadata)
+    first, all_episodes = _first_episode(episodes)
     _check_type(first, 0, dataset_id)
     observation_space, action_space = _resolve_spaces(
         first, observation_space, action_space, env
@@ -539,7 +628,6 @@ def write_minari(
     _check_serializable(observation_space, "observation_space")
     _check_serializable(action_space, "action_space")
     metadata_callback = minari.EpisodeMetadataCallback()
-    where_dataset = f"`write_minari` to `{dataset_id}`"
     try:
         with _backend_imports(f"Writing the Minari dataset `{dataset_id}`"):
             dataset = minari.create_dataset_from_buffers(
@@ -552,42 +640,16 @@ def write_minari(
                 jpeg_encoding=jpeg_encoding,
                 **dataset_metadata,
             )
-            number = 0
-            all_episodes = itertools.chain([first], iterator)
-            while True:
-                chunk = list(itertools.islice(all_episodes, _CHUNK))
-                if not chunk:
-                    break
-                buffers, episode_metadata = [], []
-                for episode in chunk:
-                    _check_type(episode, number, dataset_id)
-                    where = f"{where_dataset}, episode #{number} (id `{episode.id_}`)"
-                    try:
-                        validate_episode(
-                            episode,
-                            observation_space if validate else None,
-                            action_space if validate else None,
-                        )
-                    except (TypeError, ValueError) as error:
-                        raise type(error)(f"{where_dataset}: {error}") from error
-                    fields = episode_to_minari(
-                        episode,
-                        observation_space,
-                        action_space,
-                        record_infos=record_infos,
-                        where=where,
-                    )
-                    buffers.append(EpisodeBuffer(**fields))
-                    episode_metadata.append(
-                        metadata_callback({"rewards": fields["rewards"]})
-                    )
-                    number += 1
-                first_index = dataset.storage.total_episodes
-                dataset.update_dataset_from_buffer(buffers)
-                dataset.storage.update_episode_metadata(
-                    episode_metadata,
-                    range(first_index, first_index + len(buffers)),
-                )
+            _add_episodes(
+                dataset,
+                all_episodes,
+                dataset_id,
+                metadata_callback,
+                observation_space,
+                action_space,
+                record_infos=record_infos,
+                validate=validate,
+            )
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
