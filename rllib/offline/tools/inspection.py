@@ -27,7 +27,7 @@ Example:
 import os
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -511,6 +511,95 @@ def _count(counts: Dict[str, int], key: str) -> None:
     counts[key] = counts.get(key, 0) + 1
 
 
+def _file_info(episode_file: EpisodeFile, layouts: Dict[str, int]) -> FileInfo:
+    """What `dataset_info` reports of one file, given its rows' layouts."""
+    return FileInfo(
+        path=episode_file.path,
+        num_bytes=episode_file.num_bytes,
+        num_rows=episode_file.num_rows,
+        format=_file_format(episode_file, layouts),
+        payload_compression=episode_file.payload_compression,
+        parquet_compression=episode_file.parquet_compression,
+        problem=str(episode_file.problem) if episode_file.problem else None,
+    )
+
+
+class _Summarizer:
+    """Adds the files and rows of a dataset up into one `DatasetInfo`."""
+
+    def __init__(self, info: DatasetInfo):
+        self.info = info
+        self.carried: Dict[str, gym.Space] = {}
+        self.carried_spaces = _CarriedSpaces()
+        self.returns: List[float] = []
+        self.lengths: List[int] = []
+
+    def add_file(self, episode_file: EpisodeFile, bar: tqdm) -> None:
+        """Counts every row of one file, then the file itself."""
+        layouts: Dict[str, int] = {}
+        if episode_file.readable:
+            for row in episode_file.rows():
+                bar.update(1)
+                self._add_row(episode_file, row, layouts)
+        self.info.files.append(_file_info(episode_file, layouts))
+        self.info.num_bytes += episode_file.num_bytes
+
+    def _add_row(
+        self, episode_file: EpisodeFile, row: EpisodeRow, layouts: Dict[str, int]
+    ) -> None:
+        """Counts one row: its episode, steps, return, end, layout and codec."""
+        info = self.info
+        try:
+            state = decode_episode_state(row.payload)
+            num_steps, episode_return, layout = _summary(state)
+            terminated = bool(state["is_terminated"])
+            truncated = bool(state["is_truncated"])
+        except Exception:  # Counted; `validate_dataset` explains.
+            info.num_undecodable += 1
+            return
+        self._note_carried_spaces(state)
+        _count(layouts, layout)
+        _count(info.payload_layouts, layout)
+        codec = (
+            (episode_file.payload_compression or "unknown codec")
+            if row.is_compressed
+            else "none"
+        )
+        _count(info.payload_compressions, codec)
+        info.num_episodes += 1
+        info.num_steps += num_steps
+        self.lengths.append(num_steps)
+        self.returns.append(episode_return)
+        if terminated:
+            info.num_terminated += 1
+        elif truncated:
+            info.num_truncated += 1
+        else:
+            info.num_not_done += 1
+
+    def _note_carried_spaces(self, state: Dict[str, Any]) -> None:
+        """Keeps the first observation and action space the episodes carry."""
+        for name in ("observation_space", "action_space"):
+            if name not in self.carried:
+                space = self.carried_spaces.get(state, name)
+                if space is not None:
+                    self.carried[name] = space
+
+    def finish(self, recorded: Dict[str, gym.Space]) -> None:
+        """Sets the statistics, and the spaces: recorded, else carried."""
+        info = self.info
+        info.returns = Stats.of(self.returns)
+        info.lengths = Stats.of(self.lengths)
+        if recorded:
+            info.observation_space = recorded.get("observation_space")
+            info.action_space = recorded.get("action_space")
+            info.spaces_source = SPACES_FROM_METADATA
+        elif self.carried:
+            info.observation_space = self.carried.get("observation_space")
+            info.action_space = self.carried.get("action_space")
+            info.spaces_source = SPACES_FROM_EPISODES
+
+
 @PublicAPI(stability="alpha")
 def dataset_info(
     path: PathLike,
@@ -540,69 +629,11 @@ def dataset_info(
     info = DatasetInfo(paths=paths)
     recorded, disagreements = recorded_spaces(files)
     info.spaces_disagree = bool(disagreements)
-    carried: Dict[str, gym.Space] = {}
-    carried_spaces = _CarriedSpaces()
-    returns: List[float] = []
-    lengths: List[int] = []
+    summarizer = _Summarizer(info)
     with progress_bar(count_rows(files), "info", progress) as bar:
         for episode_file in files:
-            layouts: Dict[str, int] = {}
-            if episode_file.readable:
-                for row in episode_file.rows():
-                    bar.update(1)
-                    try:
-                        state = decode_episode_state(row.payload)
-                        num_steps, episode_return, layout = _summary(state)
-                        terminated = bool(state["is_terminated"])
-                        truncated = bool(state["is_truncated"])
-                    except Exception:  # Counted; `validate_dataset` explains.
-                        info.num_undecodable += 1
-                        continue
-                    for name in ("observation_space", "action_space"):
-                        if name not in carried:
-                            space = carried_spaces.get(state, name)
-                            if space is not None:
-                                carried[name] = space
-                    _count(layouts, layout)
-                    _count(info.payload_layouts, layout)
-                    codec = (
-                        (episode_file.payload_compression or "unknown codec")
-                        if row.is_compressed
-                        else "none"
-                    )
-                    _count(info.payload_compressions, codec)
-                    info.num_episodes += 1
-                    info.num_steps += num_steps
-                    lengths.append(num_steps)
-                    returns.append(episode_return)
-                    if terminated:
-                        info.num_terminated += 1
-                    elif truncated:
-                        info.num_truncated += 1
-                    else:
-                        info.num_not_done += 1
-            info.files.append(
-                FileInfo(
-                    path=episode_file.path,
-                    num_bytes=episode_file.num_bytes,
-                    num_rows=episode_file.num_rows,
-                    format=_file_format(episode_file, layouts),
-                    payload_compression=episode_file.payload_compression,
-                    parquet_compression=episode_file.parquet_compression,
-                    problem=str(episode_file.problem) if episode_file.problem else None,
-                )
-            )
-            info.num_bytes += episode_file.num_bytes
-    info.returns = Stats.of(returns)
-    info.lengths = Stats.of(lengths)
-    if recorded:
-        info.observation_space = recorded.get("observation_space")
-        info.action_space = recorded.get("action_space")
-        info.spaces_source = SPACES_FROM_METADATA
-    elif carried:
-        info.observation_space = carried.get("observation_space")
-        info.action_space = carried.get("action_space")
-        info.spaces_source = SPACES_FROM_EPISODES
+            summarizer.add_file(episode_file, bar)
+    summarizer.finish(recorded)
     return info
 
 
@@ -832,6 +863,24 @@ def _episode_problems(
         ], None
     if agent is None:
         eid = state.get("id_", eid)
+    columns, failure = _columns_of(state, spaces, problem)
+    if failure is not None:
+        return [failure], None
+    num_steps = len(columns)
+    problems = _row_problems(row, columns, eid) if agent is None else []
+    problems.extend(_reward_problems(np.asarray(columns.rewards), num_steps, problem))
+    problems.extend(
+        _field_space_problems(row, eid, columns, spaces, sample_steps, label)
+    )
+    return problems, columns
+
+
+def _columns_of(
+    state: Dict[str, Any],
+    spaces: Dict[str, Tuple[gym.Space, str]],
+    problem: Callable[[str, str], Problem],
+) -> Tuple[Optional[EpisodeColumns], Optional[Problem]]:
+    """`(columns, None)` of an episode state, or `(None, problem)` if it has none."""
     try:
         columns = episode_columns_from_state(
             state,
@@ -839,46 +888,60 @@ def _episode_problems(
             action_space=spaces.get("action_space", (None,))[0],
         )
     except ValueError as error:
-        return [
-            problem(
-                "length-mismatch",
-                f"{str(error).rstrip('.')}. A finished episode has one "
-                "observation more than actions and rewards. Re-record this "
-                "episode, or drop the row.",
-            )
-        ], None
+        return None, problem(
+            "length-mismatch",
+            f"{str(error).rstrip('.')}. A finished episode has one "
+            "observation more than actions and rewards. Re-record this "
+            "episode, or drop the row.",
+        )
     except Exception as error:
-        return [
-            problem(
-                "not-an-episode",
-                f"the episode state is incomplete ({type(error).__name__}: "
-                f"{error}). Re-write this row with `EpisodeWriter`, or drop it.",
-            )
-        ], None
-    num_steps = len(columns)
-    problems = _row_problems(row, columns, eid) if agent is None else []
-    rewards = np.asarray(columns.rewards)
+        return None, problem(
+            "not-an-episode",
+            f"the episode state is incomplete ({type(error).__name__}: "
+            f"{error}). Re-write this row with `EpisodeWriter`, or drop it.",
+        )
+    return columns, None
+
+
+def _reward_problems(
+    rewards: np.ndarray, num_steps: int, problem: Callable[[str, str], Problem]
+) -> List[Problem]:
+    """A problem if the rewards are not numbers, or not all finite."""
     if rewards.dtype.kind not in "biuf":
-        problems.append(
+        return [
             problem(
                 "bad-reward",
                 f"the rewards have dtype {rewards.dtype}; they must be numbers.",
             )
-        )
-    elif rewards.size and not np.all(np.isfinite(rewards)):
+        ]
+    if rewards.size and not np.all(np.isfinite(rewards)):
         bad = np.flatnonzero(~np.isfinite(rewards))
-        problems.append(
+        return [
             problem(
                 "non-finite-reward",
                 f"the reward at timestep {bad[0]} is {rewards[bad[0]]}; {len(bad)} "
                 f"of {num_steps} rewards are NaN or infinite, which makes the "
                 "loss NaN. Fix or drop this episode.",
             )
-        )
+        ]
+    return []
+
+
+def _field_space_problems(
+    row: EpisodeRow,
+    eid: Optional[str],
+    columns: EpisodeColumns,
+    spaces: Dict[str, Tuple[gym.Space, str]],
+    sample_steps: Optional[int],
+    label: str,
+) -> List[Problem]:
+    """The observations and actions outside their spaces (one problem per field)."""
+    num_steps = len(columns)
     fields = (
         ("observation_space", Columns.OBS, columns.observations, num_steps + 1),
         ("action_space", Columns.ACTIONS, columns.actions, num_steps),
     )
+    problems = []
     for name, field_name, values, num in fields:
         if name in spaces and num > 0 and values is not None:
             space, source = spaces[name]
@@ -887,7 +950,150 @@ def _episode_problems(
             )
             if found is not None:
                 problems.append(found)
-    return problems, columns
+    return problems
+
+
+def _given_space_problems(
+    given: Dict[str, Optional[gym.Space]], recorded: Dict[str, gym.Space]
+) -> List[Problem]:
+    """A problem for each space given that differs from the one recorded."""
+    problems = []
+    for name, space in given.items():
+        if space is not None and name in recorded and recorded[name] != space:
+            problems.append(
+                Problem(
+                    "spaces-disagree",
+                    f"the files record the `{name}` {recorded[name]}, but the "
+                    f"data was to be checked against {space}. Check against the "
+                    "recorded space, or re-write the files with the right one.",
+                )
+            )
+    return problems
+
+
+def _undecodable(row: EpisodeRow, error: Exception) -> Problem:
+    """The problem of a row whose payload does not decode."""
+    return Problem(
+        "undecodable",
+        f"cannot decode the payload ({type(error).__name__}: "
+        f"{str(error).rstrip('.')}). The `{ITEM_COLUMN}` "
+        "column must hold msgpack + msgpack_numpy of "
+        "`SingleAgentEpisode.get_state()` (optionally "
+        "compressed by `EpisodeWriter`). Re-write this row, "
+        "or drop it (`convert --skip-invalid`).",
+        file=row.file,
+        row=row.index,
+        episode_id=row.episode_id,
+    )
+
+
+class _Validator:
+    """Checks the files and rows of a dataset into one `ValidationReport`."""
+
+    def __init__(
+        self,
+        report: ValidationReport,
+        given: Dict[str, Optional[gym.Space]],
+        sample_steps: Optional[int],
+    ):
+        self.report = report
+        self.given = given
+        self.sample_steps = sample_steps
+        self.seen_ids: Dict[str, str] = {}
+        self.carried_spaces = _CarriedSpaces()
+        # name -> {id(space): "space (source)"}: the spaces data was checked against.
+        self.checked: Dict[str, Dict[int, str]] = {
+            "observation_space": {},
+            "action_space": {},
+        }
+
+    def check_file(self, episode_file: EpisodeFile, bar: tqdm) -> None:
+        """Checks every row of one file, or reports why it cannot be read."""
+        if not episode_file.readable:
+            self.report.problems.append(episode_file.problem)
+            return
+        spaces = self._file_spaces(episode_file)
+        for row in episode_file.rows():
+            bar.update(1)
+            self.report.num_rows += 1
+            self._check_row(row, spaces)
+
+    def _file_spaces(self, episode_file: EpisodeFile) -> Dict[str, Tuple[Any, str]]:
+        """The spaces a file's rows are checked against: given, else recorded."""
+        spaces: Dict[str, Tuple[gym.Space, str]] = {}
+        for name, space in self.given.items():
+            if space is not None:
+                spaces[name] = (space, SPACES_GIVEN)
+            elif getattr(episode_file, name) is not None:
+                spaces[name] = (getattr(episode_file, name), SPACES_FROM_METADATA)
+        return spaces
+
+    def _check_row(self, row: EpisodeRow, spaces: Dict[str, Tuple[Any, str]]) -> None:
+        """Decodes and checks one row; counts its episode and notes its id."""
+        try:
+            state = decode_episode_state(row.payload)
+        except Exception as error:
+            self.report.problems.append(_undecodable(row, error))
+            return
+        row_spaces = self._row_spaces(state, spaces)
+        problems, columns = _episode_problems(row, state, row_spaces, self.sample_steps)
+        self.report.problems.extend(problems)
+        for name, (space, source) in row_spaces.items():
+            if id(space) not in self.checked[name]:
+                self.checked[name][id(space)] = f"{space} ({source})"
+        if columns is None:
+            return
+        self.report.num_episodes += 1
+        self.report.num_steps += len(columns)
+        self._check_duplicate(row, columns)
+
+    def _row_spaces(
+        self, state: Any, spaces: Dict[str, Tuple[Any, str]]
+    ) -> Dict[str, Tuple[Any, str]]:
+        """The file's spaces, completed by those the episode carries."""
+        row_spaces = dict(spaces)
+        for name in self.given:
+            if name not in row_spaces:
+                space = self.carried_spaces.get(state, name)
+                if space is not None:
+                    row_spaces[name] = (space, SPACES_FROM_EPISODES)
+        return row_spaces
+
+    def _check_duplicate(self, row: EpisodeRow, columns: EpisodeColumns) -> None:
+        """Reports an episode id seen before, else remembers where it is."""
+        where = row.location
+        if columns.id_ in self.seen_ids:
+            self.report.problems.append(
+                Problem(
+                    "duplicate-id",
+                    f"the episode id also occurs at {self.seen_ids[columns.id_]}. "
+                    "The training buffer skips an episode whose id it "
+                    "already holds, so copies are dropped or weigh "
+                    "differently. Drop the copy.",
+                    file=row.file,
+                    row=row.index,
+                    episode_id=columns.id_,
+                )
+            )
+        else:
+            self.seen_ids[columns.id_] = where
+
+    def finish(self) -> None:
+        """Reports a dataset without episodes and the spaces checked against."""
+        report = self.report
+        if report.num_episodes == 0 and not any(
+            p.kind in ("undecodable", "not-an-episode") for p in report.problems
+        ):
+            report.problems.append(
+                Problem(
+                    "no-episodes",
+                    "the dataset holds no episodes. Check the path: pass the "
+                    "directory `EpisodeWriter` (or the recorder) wrote to.",
+                )
+            )
+        for name in ("observation_space", "action_space"):
+            texts = sorted(set(self.checked[name].values()))
+            setattr(report, name, "; ".join(texts) or None)
 
 
 @PublicAPI(stability="alpha")
@@ -940,98 +1146,12 @@ def validate_dataset(
     )
     recorded, report.problems = recorded_spaces(files)
     given = {"observation_space": observation_space, "action_space": action_space}
-    for name, space in given.items():
-        if space is not None and name in recorded and recorded[name] != space:
-            report.problems.append(
-                Problem(
-                    "spaces-disagree",
-                    f"the files record the `{name}` {recorded[name]}, but the "
-                    f"data was to be checked against {space}. Check against the "
-                    "recorded space, or re-write the files with the right one.",
-                )
-            )
-    seen_ids: Dict[str, str] = {}
-    carried_spaces = _CarriedSpaces()
-    # name -> {id(space): "space (source)"}: the spaces data was checked against.
-    checked: Dict[str, Dict[int, str]] = {"observation_space": {}, "action_space": {}}
+    report.problems.extend(_given_space_problems(given, recorded))
+    validator = _Validator(report, given, sample_steps)
     with progress_bar(count_rows(files), "validate", progress) as bar:
         for episode_file in files:
-            if not episode_file.readable:
-                report.problems.append(episode_file.problem)
-                continue
-            spaces: Dict[str, Tuple[gym.Space, str]] = {}
-            for name, space in given.items():
-                if space is not None:
-                    spaces[name] = (space, SPACES_GIVEN)
-                elif getattr(episode_file, name) is not None:
-                    spaces[name] = (getattr(episode_file, name), SPACES_FROM_METADATA)
-            for row in episode_file.rows():
-                bar.update(1)
-                report.num_rows += 1
-                try:
-                    state = decode_episode_state(row.payload)
-                except Exception as error:
-                    report.problems.append(
-                        Problem(
-                            "undecodable",
-                            f"cannot decode the payload ({type(error).__name__}: "
-                            f"{str(error).rstrip('.')}). The `{ITEM_COLUMN}` "
-                            "column must hold msgpack + msgpack_numpy of "
-                            "`SingleAgentEpisode.get_state()` (optionally "
-                            "compressed by `EpisodeWriter`). Re-write this row, "
-                            "or drop it (`convert --skip-invalid`).",
-                            file=row.file,
-                            row=row.index,
-                            episode_id=row.episode_id,
-                        )
-                    )
-                    continue
-                row_spaces = dict(spaces)
-                for name in given:
-                    if name not in row_spaces:
-                        space = carried_spaces.get(state, name)
-                        if space is not None:
-                            row_spaces[name] = (space, SPACES_FROM_EPISODES)
-                problems, columns = _episode_problems(
-                    row, state, row_spaces, sample_steps
-                )
-                report.problems.extend(problems)
-                for name, (space, source) in row_spaces.items():
-                    if id(space) not in checked[name]:
-                        checked[name][id(space)] = f"{space} ({source})"
-                if columns is None:
-                    continue
-                report.num_episodes += 1
-                report.num_steps += len(columns)
-                where = row.location
-                if columns.id_ in seen_ids:
-                    report.problems.append(
-                        Problem(
-                            "duplicate-id",
-                            f"the episode id also occurs at {seen_ids[columns.id_]}. "
-                            "The training buffer skips an episode whose id it "
-                            "already holds, so copies are dropped or weigh "
-                            "differently. Drop the copy.",
-                            file=row.file,
-                            row=row.index,
-                            episode_id=columns.id_,
-                        )
-                    )
-                else:
-                    seen_ids[columns.id_] = where
-    if report.num_episodes == 0 and not any(
-        p.kind in ("undecodable", "not-an-episode") for p in report.problems
-    ):
-        report.problems.append(
-            Problem(
-                "no-episodes",
-                "the dataset holds no episodes. Check the path: pass the "
-                "directory `EpisodeWriter` (or the recorder) wrote to.",
-            )
-        )
-    for name in ("observation_space", "action_space"):
-        texts = sorted(set(checked[name].values()))
-        setattr(report, name, "; ".join(texts) or None)
+            validator.check_file(episode_file, bar)
+    validator.finish()
     return report
 
 
