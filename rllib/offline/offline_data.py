@@ -11,7 +11,7 @@ recorded episodes (`input_read_episodes=True`) it
   timesteps) in place of a Ray Data iterator; the Learner samples train
   batches from it uniformly over all of its timesteps
   (`rllib.offline.in_memory.shard_sampler`);
-- streams through Ray Data with the fork's `OfflinePreLearner` (as upstream
+- streams through Ray Data with the `OfflinePreLearner` (as upstream
   does) when the decoded episodes would exceed the memory budget, or the
   setup needs the streaming pipeline (offline evaluation, a custom
   prelearner, a stateful module, another read method). The log says which
@@ -20,8 +20,8 @@ recorded episodes (`input_read_episodes=True`) it
 Recorded `MultiAgentEpisode`s: each agent's episode goes to the module
 `config.multi_agent(policy_mapping_fn=...)` maps it to, and every module's
 batch is sampled from that module's episodes: on each Learner in memory, or
-in the fork's prelearner when streaming (`num_learners` 0 or 1; upstream's
-prelearner has no multi-agent support).
+in the prelearner's columnar path when streaming (`num_learners` 0 or 1;
+upstream's prelearner has no multi-agent support).
 
 The memory budget is per node: `config.learners(learner_config_dict=
 {"offline_data_memory_budget": bytes})`, by default half of the object store
@@ -107,13 +107,13 @@ class OfflineData(_upstream.OfflineData):
         self._allowance: Optional[Allowance] = None
         if config.input_read_episodes and config.input_read_method == "read_parquet":
             # Before Ray Data sees the path: a missing or empty `input_` gets
-            # the fork's error, not Ray Data's.
+            # an error that says what to do, not Ray Data's.
             self._read_episode_files(config)
         self._streaming_reason = _in_memory_blocker(config)
         if self._streaming_reason is None:
             # Ray Data reads the files only if the data ends up streaming.
             self._set_up_without_reading(config)
-            # Ray starts here upstream (Ray Data's read): same with the fork.
+            # Ray starts here, as upstream's Ray Data read starts it.
             start_ray_if_needed()
             if any(self._decode_spaces()):
                 # Before anything is decoded (Learners not placed yet: every
@@ -246,7 +246,7 @@ class OfflineData(_upstream.OfflineData):
             f"{{{MEMORY_BUDGET_KEY!r}: <bytes>}})` or give the node more object "
             "store memory"
         )
-        logger.warning("rllib-fork: offline data streams through Ray Data: %s.", reason)
+        logger.warning("Offline data streams through Ray Data: %s.", reason)
         return reason
 
     @property
@@ -301,7 +301,7 @@ class OfflineData(_upstream.OfflineData):
             budget = self._allowance.total_bytes
             if self._store.wait(budget):
                 logger.info(
-                    "rllib-fork: offline data in memory: %d episodes, %.1f MiB "
+                    "Offline data in memory: %d episodes, %.1f MiB "
                     "decoded (budget %.1f MiB); Learners sample them directly.",
                     self._store.num_episodes,
                     self._store.nbytes / 2**20,
@@ -315,11 +315,11 @@ class OfflineData(_upstream.OfflineData):
             self._store = None
         if self.config.is_multi_agent and self.config.input_read_episodes:
             self._check_multi_agent_streaming(reason)
-        logger.info("rllib-fork: offline data streams through Ray Data: %s.", reason)
+        logger.info("Offline data streams through Ray Data: %s.", reason)
         return "streaming"
 
     def _check_multi_agent_streaming(self, reason: str) -> None:
-        """Raises unless the fork's prelearner can stream multi-agent episodes.
+        """Raises unless the prelearner can stream multi-agent episodes.
 
         Its columnar path builds each module's batch; upstream's prelearner
         (custom classes built on it, stateful modules) has no multi-agent
@@ -329,7 +329,9 @@ class OfflineData(_upstream.OfflineData):
         prelearner_class = self.config.prelearner_class or OfflinePreLearner
         blocker = None
         if not issubclass(prelearner_class, OfflinePreLearner):
-            blocker = f"`prelearner_class` {prelearner_class} is not the fork's"
+            blocker = (
+                f"`prelearner_class` {prelearner_class} is not an `OfflinePreLearner`"
+            )
         else:
             blocker = self._stateful_module_reason()
         if blocker is None and self.config.num_learners > 1:
@@ -341,7 +343,7 @@ class OfflineData(_upstream.OfflineData):
             f"cannot stream either: {blocker}. Raise "
             f"`config.learners(learner_config_dict={{{MEMORY_BUDGET_KEY!r}: "
             "<bytes>})` (or give the cluster more object store memory), train on "
-            "a part of the episodes, or stream with the fork's `OfflinePreLearner`, "
+            "a part of the episodes, or stream with the `OfflinePreLearner`, "
             "a stateless module and `num_learners` 0 or 1."
         )
 
@@ -552,7 +554,7 @@ def take_recorded_agent_spaces(config, spaces) -> None:
             taken.append(f"`{name}`")
     if taken:
         logger.info(
-            "rllib-fork: spaces of %s taken from the episode files under %s.",
+            "Spaces of %s taken from the episode files under %s.",
             ", ".join(taken),
             config.input_,
         )
@@ -576,7 +578,7 @@ def _in_memory_blocker(config) -> Optional[str]:
             f"`input_read_method_kwargs` {unsupported} may change which rows are "
             "read, and only Ray Data applies them exactly"
         )
-        logger.warning("rllib-fork: offline data streams through Ray Data: %s.", reason)
+        logger.warning("Offline data streams through Ray Data: %s.", reason)
         return reason
     return None
 

@@ -6,7 +6,7 @@
   needs it, upstream's ``_convert_batch_type`` before the RLModule sees it, so
   Dict, Tuple and nested observations are tensors on the runner's device at
   every leaf; rows that carry value-target inputs get their targets
-  from the runner's module (the fork's prelearner leaves them to whoever
+  from the runner's module (the prelearner leaves them to whoever
   computes the loss). The iterator is still a ``MiniBatchRayDataIterator``.
 """
 

@@ -107,7 +107,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
     Args:
         compute_value_targets: Whether to add value targets (and advantages)
             with this prelearner's module copy where the pipeline needs them.
-            The fork's `OfflineData` passes False: its Learners compute them
+            `OfflineData` passes False: its Learners compute them
             with their live module. Calling a prelearner directly keeps the
             default, so its batches carry targets as upstream's do.
         fork_stamp: The `fork_stamp()` of the process that set up the data
@@ -138,7 +138,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         if find_gae_piece(self._learner_connector) is not None:
             if self._module.is_stateful():
                 log_once(
-                    "rllib-fork: stateful module; GAE stays in the OfflinePreLearner "
+                    "Stateful module; GAE stays in the OfflinePreLearner "
                     "(upstream behaviour: value targets from the prelearner's "
                     "module copy, one-step bootstraps)."
                 )
@@ -164,13 +164,13 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         reason = self._columnar_path_blocker()
         if reason is not None and self.config.is_multi_agent:
             raise ValueError(
-                "Multi-agent episodes stream only through the fork's columnar "
+                "Multi-agent episodes stream only through the columnar "
                 f"path, which cannot run here: {reason}. Hold the episodes in "
                 "memory instead (`learner_config_dict['offline_data_memory_budget']`)."
             )
         if reason is not None:
             log_once(
-                "rllib-fork: the OfflinePreLearner samples episode objects "
+                "The OfflinePreLearner samples episode objects "
                 f"(upstream's path): {reason}."
             )
             return
@@ -179,7 +179,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         )
         if builder_reason:
             log_once(
-                "rllib-fork: train batches are built through the connector "
+                "Train batches are built through the connector "
                 f"pipeline ({builder_reason})."
             )
         # Upstream's default capacity for the prelearner's buffer.
@@ -357,7 +357,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
             inputs = self._whole_episode_inputs.get(episode.id_)
             if inputs is None:
                 log_once(
-                    "rllib-fork: sampled episodes the prelearner did not buffer "
+                    "Sampled episodes the prelearner did not buffer "
                     "(a custom `_postprocess_and_sample`?) bootstrap at the end "
                     "of each sampled slice."
                 )

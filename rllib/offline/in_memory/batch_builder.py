@@ -31,7 +31,7 @@ Pieces after `BatchIndividualItems` that only transform the batch (e.g.
 `NumpyToTensor`) run as they are.
 
 Value targets: where the pipeline ends in `GeneralAdvantageEstimation`
-(MARWIL, offline PPO), the fork computes targets on the Learner from inputs
+(MARWIL, offline PPO), the Learner computes the targets from inputs
 each row carries (`rllib.utils.postprocessing.bootstrapped_returns`). The
 builders then add those columns and drop the GAE piece and the bootstrap
 rows of `AddOneTsToEpisodesAndTruncate`, which only served GAE's value pass.
@@ -320,7 +320,7 @@ class ConnectorBatchBuilder:
         if self.multi_agent:
             raise NotImplementedError(
                 "Multi-agent offline training builds its train batches with "
-                "the fork's vectorized builder, which does not cover this "
+                "the vectorized builder, which does not cover this "
                 f"Learner connector pipeline ({self.reason}). Use the "
                 "algorithm's default Learner connectors (BC, MARWIL), or train "
                 "each module on its agents' episodes as single-agent data."

@@ -134,7 +134,7 @@ def test_in_memory_mode_decodes_once_and_samples_every_episode(
             batch = data.sample(num_samples=2000).policy_batches[DEFAULT_MODULE_ID]
         finally:
             algo.stop()
-    assert any("offline data in memory" in r.message for r in caplog.records)
+    assert any("Offline data in memory" in r.message for r in caplog.records)
     # Rows carry their value-target inputs; the Learner adds the targets.
     for column in (RETURNS_TO_BOOTSTRAP, BOOTSTRAP_OBS, BOOTSTRAP_DISCOUNT):
         assert column in batch

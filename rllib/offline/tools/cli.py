@@ -96,7 +96,7 @@ consistent lengths, inside the spaces) and the spaces are stored in the file
 metadata. Reads any dataset `info` reads: `EpisodeWriter` files, RLlib's
 recorder output and hand-rolled msgpack files. Use `--env` to record spaces
 for a source that records none. SRC may also be `minari:<dataset_id>` for a
-Minari dataset (needs the fork's Minari support and the `minari` package).
+Minari dataset (needs the `minari` package).
 The output is built next to DST and moved into place only when complete, so
 a failed conversion leaves DST as it was. DST must be empty or new unless
 `--overwrite` (then it may even be SRC itself).

@@ -1,7 +1,7 @@
 """Re-writes episode datasets with `EpisodeWriter`.
 
-`convert_dataset` reads any dataset the fork reads (its own files, upstream's
-recorder output, hand-rolled `item` files of msgpack episode states) and
+`convert_dataset` reads any dataset training reads (`EpisodeWriter` files,
+RLlib's recorder output, hand-rolled `item` files of msgpack episode states) and
 writes it again with `EpisodeWriter`: every episode checked, the spaces in the
 file metadata, bounded rows per file and, if asked, compressed payloads.
 

@@ -7,7 +7,7 @@ RLlib's `SingleAgentEpisode`:
 - `read_minari` yields the episodes of a Minari dataset (an id under
   `MINARI_DATASETS_PATH`, a directory, or a `minari.MinariDataset`), with the
   dataset's spaces, the infos, the done flags and the Minari episode metadata.
-- `convert_minari` streams a dataset into the fork's episode files
+- `convert_minari` streams a dataset into episode files
   (`EpisodeWriter`), with a progress bar. BC and MARWIL train on those with
   `config.offline_data(input_read_episodes=True)`.
 - `write_minari` writes episodes (recorded by RLlib or by your own code) as a
@@ -111,7 +111,7 @@ def _import_minari():
     except ImportError as error:
         raise ImportError(
             f"Minari datasets need the `minari` package, which cannot be "
-            f"imported ({error}). Install the fork's `minari` extra: "
+            f"imported ({error}). Install it: "
             f"{INSTALL_HINT}."
         ) from error
     from packaging.version import Version
@@ -120,7 +120,7 @@ def _import_minari():
     if Version(version) < Version(MIN_MINARI_VERSION):
         raise ImportError(
             f"Minari {version} is installed; Minari datasets need minari>="
-            f"{MIN_MINARI_VERSION}. Upgrade with the fork's extra: {INSTALL_HINT}."
+            f"{MIN_MINARI_VERSION}. Upgrade it: {INSTALL_HINT}."
         )
     return minari
 
@@ -134,7 +134,7 @@ def _backend_imports(where: str):
     except ImportError as error:
         raise ImportError(
             f"{where} needs a package of Minari's storage backends ({error}). "
-            f"Install the fork's `minari` extra: {INSTALL_HINT}."
+            f"Install them: {INSTALL_HINT}."
         ) from error
 
 
