@@ -39,19 +39,21 @@ _SEQ_MARK = "#"
 _UNKNOWN = object()
 
 
-def flatten_dict(nested: Dict[str, Any], sep: str = "/", env_steps: int = 0):
+def flatten_dict(
+    nested: Dict[str, Any], sep: str = "/", env_steps: int = 0
+) -> Dict[str, Any]:
     """Flattens a nest of dicts and tuples into one dict with joined keys.
 
     Args:
         nested: A nest of mappings, tuples and lists with array leaves.
         sep: The separator between the key segments.
-        env_steps: Unused; kept for upstream's signature.
+        env_steps: Unused; kept for callers that pass it.
 
     Returns:
-        A flat dict from joined key paths to leaves, in ``dm-tree``'s order, as
-        upstream's. Tuple and list positions become ``"#<index>"`` segments,
-        so :func:`unflatten_dict` can rebuild tuples; every other segment is
-        ``str(key)``, as upstream's.
+        A flat dict from joined key paths to leaves, in ``dm-tree``'s order.
+        Tuple and list positions become ``"#<index>"`` segments, so
+        :func:`unflatten_dict` can rebuild tuples; every other segment is
+        ``str(key)``.
     """
     return {
         sep.join(_segments(nested, path)): leaf
@@ -80,7 +82,7 @@ def _child(node: Any, step: Any) -> Any:
             return getattr(node, step)  # A namedtuple's or attrs class's field.
         return node[step]
     except (AttributeError, IndexError, KeyError, TypeError):
-        # A container dm-tree knows and this walk does not: upstream's keys.
+        # A container dm-tree knows and this walk does not: its own keys.
         return _UNKNOWN
 
 
@@ -92,9 +94,9 @@ def unflatten_dict(flat: Dict[str, Any], sep: str = "/") -> Dict[str, Any]:
         sep: The separator between the key segments.
 
     Returns:
-        The nested dict, built as upstream's (levels in the order their keys
-        first appear), where each level this function created whose keys are
-        exactly ``"#0"`` ... ``"#<n-1>"`` is a tuple.
+        The nested dict (levels in the order their keys first appear), where
+        each level this function created whose keys are exactly ``"#0"`` ...
+        ``"#<n-1>"`` is a tuple.
     """
     nested = {}
     created = []  # (parent, key, level) for each level made here, outer first.

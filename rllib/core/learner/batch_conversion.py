@@ -4,10 +4,9 @@ Learners and offline evaluation runners get batches in many shapes: numpy
 straight from a connector pipeline, torch tensors on the CPU from Ray Data,
 tensors already on the right accelerator. :func:`needs_conversion` walks the
 whole nest and stops at the first leaf that needs work; the conversion itself
-is upstream's ``_convert_batch_type``. Upstream's ``DifferentiableLearner``
-looks at ``batch["obs"]`` only, which misses any other column and fails for
-Dict/Tuple observations (``Learner`` checks every leaf, but only of a
-``MultiAgentBatch`` passed in as is).
+is the Learner's ``_convert_batch_type``. Looking at ``batch["obs"]`` only,
+as ``DifferentiableLearner`` did in ray 2.60, misses every other column and
+fails for Dict/Tuple observations.
 """
 
 from collections.abc import Mapping

@@ -108,7 +108,7 @@ _upstream_create_iterator_if_necessary = _upstream.Learner._create_iterator_if_n
 
 
 def _create_iterator_if_necessary(self, *, training_data: TrainingData, **kwargs):
-    """The upstream iterator, or an in-memory source's batches; value targets.
+    """The Ray Data minibatch iterator, or an in-memory source's batches.
 
     - A data source in place of a Ray Data iterator: an object in
       ``training_data.data_iterators[0]`` with a method
@@ -131,7 +131,7 @@ def _create_iterator_if_necessary(self, *, training_data: TrainingData, **kwargs
             kwargs.get("minibatch_size") or self.config.train_batch_size_per_learner,
             kwargs.get("num_iters"),
         )
-        # Upstream logs the dataset iterations when `self.iterator` is set.
+        # `update()` logs the dataset iterations when `self.iterator` is set.
         self.iterator = batches
         return _with_value_targets(self, batches, convert=True)
     if iterators:
@@ -139,7 +139,7 @@ def _create_iterator_if_necessary(self, *, training_data: TrainingData, **kwargs
             self, training_data=training_data, **kwargs
         )
         return _with_value_targets(self, batches)
-    # Batch path: targets for the whole train batch, then upstream cuts it into
+    # Batch path: targets for the whole train batch, then it is cut into
     # minibatches (a tensor batch on our device passes through unchanged).
     batch = self._make_batch_if_necessary(training_data=training_data)
     if batch is not None:

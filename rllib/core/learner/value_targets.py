@@ -11,11 +11,12 @@ rows' observations and bootstrap observations, on the module's device, gives
 - ``value_targets = returns_to_bootstrap + bootstrap_discount * V(bootstrap_obs)``
 - ``vf_preds = V(obs)``
 - ``advantages = value_targets - vf_preds``, standardized over the rows the
-  loss uses (``loss_mask``; upstream's GAE connector, which online PPO keeps,
+  loss uses (``loss_mask``; the GAE connector, which online PPO keeps,
   standardizes over every row, including its bootstrap rows).
 
 Nothing depends on the order of the rows or on which rows share a batch
-(except the standardization statistics, which are per batch as upstream's).
+(except the standardization statistics, which are per batch, as the GAE
+connector's).
 """
 
 from typing import Any, Dict, Optional

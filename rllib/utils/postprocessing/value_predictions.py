@@ -44,14 +44,17 @@ def compute_value_targets(
 
     Returns:
         float32 numpy value targets of shape ``(T,)``, equal bit for bit to
-        upstream's (up to the sign of zero).
+        those of the step-by-step recursion (up to the sign of zero).
+        Advantages are these targets minus ``values``. The recursion never
+        crosses a terminated or truncated step, so no advantage flows from
+        one episode (or chunk) into the one before it.
     """
     values = np.asarray(values)
     rewards = np.asarray(rewards)
     terminateds = np.asarray(terminateds)
     truncateds = np.asarray(truncateds)
 
-    # Upstream's TD residuals and recursion coefficients, same dtypes.
+    # TD residuals and recursion coefficients, in the step-by-step loop's dtypes.
     non_terminal = 1.0 - terminateds
     coefficients = gamma * lambda_ * (non_terminal * (1.0 - truncateds))
     next_values = np.append(values[1:], 0.0)
