@@ -10,14 +10,103 @@ fails for Dict/Tuple observations.
 """
 
 from collections.abc import Mapping
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 import numpy as np
-from ray.rllib.policy.sample_batch import MultiAgentBatch
+from ray.rllib.core.learner.training_data import TrainingData
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.framework import try_import_torch
 from ray.util.annotations import DeveloperAPI
 
 torch, _ = try_import_torch()
+
+
+@DeveloperAPI
+def build_train_batch(
+    training_data: TrainingData,
+    *,
+    module,
+    learner_connector,
+    device,
+    convert: Callable[[MultiAgentBatch], MultiAgentBatch],
+    metrics=None,
+    owner: Any = None,
+) -> Optional[MultiAgentBatch]:
+    """Builds the ``MultiAgentBatch`` a Learner trains on, converted for ``device``.
+
+    Episodes go through the Learner connector pipeline; a single-agent
+    ``SampleBatch`` is wrapped for the only module of ``module``. Whatever
+    comes out is converted (once, with ``convert``) if any leaf of any column
+    is a numeric numpy array or a tensor on another device
+    (:func:`needs_conversion`). ``Learner`` and ``DifferentiableLearner`` both
+    build their batches with this function.
+
+    Args:
+        training_data: The data passed to ``update()``.
+        module: The ``MultiRLModule`` the batch is for.
+        learner_connector: The Learner connector pipeline, or None.
+        device: The device the batch must live on.
+        convert: Converts a ``MultiAgentBatch`` to tensors on ``device``
+            (the Learner's ``_convert_batch_type``).
+        metrics: The ``MetricsLogger`` passed to the connector pipeline.
+        owner: The Learner, named in errors.
+
+    Returns:
+        The train batch, or ``None`` if ``training_data`` holds neither a batch
+        nor episodes.
+
+    Raises:
+        ValueError: If episodes are given without a connector pipeline, or a
+            ``SampleBatch`` is given for a multi-module ``module``.
+    """
+    batch = training_data.batch
+    if training_data.episodes is not None:
+        if learner_connector is None:
+            raise ValueError(
+                f"`update()` got episodes, but the Learner ({owner}) has no "
+                "LearnerConnector pipeline to turn them into a train batch. Build "
+                "the Learner from an `AlgorithmConfig`, or pass a `batch` instead."
+            )
+        batch = _run_connector(training_data, module, learner_connector, metrics)
+    elif isinstance(batch, SampleBatch):
+        if len(module) != 1:
+            raise ValueError(
+                "`training_data.batch` is a single-agent `SampleBatch`, but this "
+                f"Learner's RLModule has {len(module)} sub-modules "
+                f"({list(module.keys())}). Pass a `MultiAgentBatch` mapping "
+                "each ModuleID to its data instead."
+            )
+        only_module = next(iter(module.keys()))
+        batch = MultiAgentBatch({only_module: batch}, env_steps=len(batch))
+    if (
+        isinstance(batch, MultiAgentBatch)
+        and batch.policy_batches
+        and needs_conversion(batch.policy_batches, device)
+    ):
+        batch = convert(batch)
+    return batch
+
+
+def _run_connector(training_data, module, learner_connector, metrics):
+    """The connector pipeline's output for ``training_data.episodes``."""
+    shared_data = {}
+    module_batches = learner_connector(
+        rl_module=module,
+        batch=training_data.batch if training_data.batch is not None else {},
+        episodes=training_data.episodes,
+        shared_data=shared_data,
+        metrics=metrics,
+    )
+    return MultiAgentBatch(
+        {
+            module_id: SampleBatch(
+                module_data,
+                _zero_padded=bool(shared_data.get(f"_zero_padded_for_mid={module_id}")),
+            )
+            for module_id, module_data in module_batches.items()
+        },
+        env_steps=sum(len(e) for e in training_data.episodes),
+    )
 
 
 @DeveloperAPI

@@ -21,9 +21,9 @@
 
 from ray.rllib.core.learner import learner as _upstream
 from ray.rllib.core.learner.training_data import TrainingData
-from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.policy.sample_batch import MultiAgentBatch
 
-from rllib.core.learner.batch_conversion import needs_conversion
+from rllib.core.learner.batch_conversion import build_train_batch
 from rllib.core.learner.value_targets import add_value_targets_to_batch
 
 # --- Tree-aware batch checks -------------------------------------------------
@@ -32,72 +32,16 @@ from rllib.core.learner.value_targets import add_value_targets_to_batch
 def _make_batch_if_necessary(self, training_data: TrainingData) -> MultiAgentBatch:
     """Builds a ``MultiAgentBatch`` of tensors on ``self._device`` from the input.
 
-    Episodes go through the Learner connector pipeline; a single-agent
-    ``SampleBatch`` is wrapped for the Learner's only RLModule. Whatever comes
-    out is converted (once, through ``self._convert_batch_type``) if any leaf
-    of any column is a numpy array or a tensor on another device.
-
-    Args:
-        self: The ``Learner`` (or ``DifferentiableLearner``).
-        training_data: The data passed to ``update()``.
-
-    Returns:
-        The train batch, or ``None`` if ``training_data`` holds neither a batch
-        nor episodes.
-
-    Raises:
-        ValueError: If episodes are given but the Learner has no connector
-            pipeline, or a ``SampleBatch`` is given to a multi-module Learner.
+    See :func:`~rllib.core.learner.batch_conversion.build_train_batch`.
     """
-    batch = training_data.batch
-    if training_data.episodes is not None:
-        batch = _run_learner_connector(self, training_data)
-    elif isinstance(batch, SampleBatch):
-        if len(self.module) != 1:
-            raise ValueError(
-                "`training_data.batch` is a single-agent `SampleBatch`, but this "
-                f"Learner's RLModule has {len(self.module)} sub-modules "
-                f"({list(self.module.keys())}). Pass a `MultiAgentBatch` mapping "
-                "each ModuleID to its data instead."
-            )
-        batch = MultiAgentBatch(
-            {next(iter(self.module.keys())): batch}, env_steps=len(batch)
-        )
-
-    if (
-        isinstance(batch, MultiAgentBatch)
-        and batch.policy_batches
-        and needs_conversion(batch.policy_batches, self._device)
-    ):
-        batch = self._convert_batch_type(batch)
-    return batch
-
-
-def _run_learner_connector(self, training_data: TrainingData) -> MultiAgentBatch:
-    """Runs the Learner connector pipeline on ``training_data.episodes``."""
-    if self._learner_connector is None:
-        raise ValueError(
-            f"`update()` got episodes, but the Learner ({self}) has no "
-            "LearnerConnector pipeline to turn them into a train batch. Build the "
-            "Learner from an `AlgorithmConfig`, or pass a `batch` instead."
-        )
-    shared_data = {}
-    module_batches = self._learner_connector(
-        rl_module=self.module,
-        batch=training_data.batch if training_data.batch is not None else {},
-        episodes=training_data.episodes,
-        shared_data=shared_data,
+    return build_train_batch(
+        training_data,
+        module=self.module,
+        learner_connector=self._learner_connector,
+        device=self._device,
+        convert=self._convert_batch_type,
         metrics=self.metrics,
-    )
-    return MultiAgentBatch(
-        {
-            module_id: SampleBatch(
-                module_data,
-                _zero_padded=bool(shared_data.get(f"_zero_padded_for_mid={module_id}")),
-            )
-            for module_id, module_data in module_batches.items()
-        },
-        env_steps=sum(len(e) for e in training_data.episodes),
+        owner=self,
     )
 
 

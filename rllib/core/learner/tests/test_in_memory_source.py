@@ -45,6 +45,7 @@ def _stub_learner():
         _device=torch.device("cpu"),
         module={DEFAULT_MODULE_ID: None},
         _learner_connector=None,
+        metrics=None,
         config=types.SimpleNamespace(train_batch_size_per_learner=32),
         iterator=None,
     )

@@ -30,6 +30,7 @@ def _stub_learner(device):
         _device=torch.device(device),
         module={DEFAULT_MODULE_ID: None},
         _learner_connector=None,
+        metrics=None,
         conversions=0,
     )
 
