@@ -473,6 +473,26 @@ SERIES: List[Topic] = [
             "rllib/examples/offline_rl/train_on_minari.py",
         ],
         tests=["rllib/offline/tests/test_minari_io.py"],
+        substitutions={
+            "rllib/offline/tools/minari_io.py": (
+                (
+                    'called: install it with `pip install "rllib-fork[minari]"`.',
+                    'called: install it with `pip install "minari[arrow,hdf5]"`.',
+                ),
+                (
+                    "    'pip install \"rllib-fork[minari]\" (in a checkout of the fork: '\n"
+                    "    'pip install -e \".[minari]\")'\n",
+                    "    'pip install \"minari[arrow,hdf5]>=0.5.4\" pillow'\n",
+                ),
+            ),
+            "rllib/examples/offline_rl/train_on_minari.py": (
+                ('        author="rllib-fork",\n', '        author="RLlib",\n'),
+                (
+                    '        author_email="rllib-fork@example.com",\n',
+                    '        author_email="rllib@example.com",\n',
+                ),
+            ),
+        },
         size_reason=(
             "A new, self-contained module with its example and tests; no upstream\n"
             "file changes."

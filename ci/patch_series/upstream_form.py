@@ -28,12 +28,24 @@ from typing import Dict, List, Optional, Sequence, Tuple
 #: Packages of the fork that mirror ``ray.rllib``'s.
 _SUBPACKAGES = "algorithms|connectors|core|env|evaluation|examples|offline|policy|utils"
 _FORK_REFERENCE = re.compile(rf"(?<![\w./])rllib\.({_SUBPACKAGES})\b")
-_LEFTOVER = re.compile(r"^\s*(from|import) rllib\b|rllib\._fork|\brllib\.is_active")
+_LEFTOVER = re.compile(
+    r"^\s*(from|import) rllib\b|rllib\._fork|\brllib\.is_active|rllib-fork"
+)
 
 Substitution = Tuple[str, str]
 
+#: How the fork's messages that name its own package read in ray: the package
+#: to upgrade or install is ray (these apply wherever they occur).
+RELEASE_WORDING: Sequence[Substitution] = (
+    ("Upgrade rllib-fork.", "Upgrade ray."),
+    ("upgrade rllib-fork.", "upgrade ray."),
+    ("this rllib-fork has no", "this ray has no"),
+)
+
 #: Import lines `_add_imports` added during the current `splice`.
 _ADDED: List[str] = []
+#: Classes of the current `splice` whose fork subclass was merged into them.
+_MERGED: set = set()
 
 
 class UpstreamFormError(ValueError):
@@ -55,7 +67,10 @@ def apply_substitutions(
 
 
 def rename_references(text: str) -> str:
-    """Names the fork's modules as ray names them (``ray.rllib....``)."""
+    """Names the fork's modules as ray names them (``ray.rllib....``), and
+    words the messages that name the fork's package for ray."""
+    for old, new in RELEASE_WORDING:
+        text = text.replace(old, new)
     return _FORK_REFERENCE.sub(lambda m: "ray." + m.group(0), text)
 
 
@@ -146,6 +161,7 @@ def splice(
     """
     module = "ray." + where[: -len(".py")].replace("/", ".").removesuffix(".__init__")
     _ADDED.clear()
+    _MERGED.clear()
     text = drop_self_imports(
         _splice(upstream_text, fork_text, substitutions, where, only), module
     )
@@ -203,17 +219,26 @@ def _splice(
             for t in node.targets
         ):
             continue
+        elif (
+            isinstance(node, ast.Assign)
+            and ast.unparse(node).replace("'", '"')
+            == 'logger = logging.getLogger("ray." + __name__)'
+        ):
+            # Upstream's module logs through its own `logger`; one outside the
+            # logger hierarchy (`logging.Logger(__file__)`) becomes the
+            # module's named logger, as the fork's code logs.
+            upstream_text = re.sub(
+                r"^logger = logging\.Logger\(__file__\)$",
+                "logger = logging.getLogger(__name__)",
+                upstream_text,
+                flags=re.M,
+            )
         elif _defined_names(node) & upstream_names:
             continue  # Added by an earlier patch (or upstream's own).
         elif needed is not None and not (_defined_names(node) & needed):
             continue  # Used only by replacements of another patch.
         elif getattr(node, "name", None) in placed:
             continue
-        elif (
-            isinstance(node, ast.Assign)
-            and ast.unparse(node) == 'logger = logging.getLogger("ray." + __name__)'
-        ):
-            continue  # Upstream modules log through their own `logger`.
         else:
             helpers.append(_source(fork_lines, node))
 
@@ -242,13 +267,14 @@ def _splice(
         if "." not in dotted and any(
             isinstance(n, ast.ClassDef) and n.name == fork_name for n in fork_tree.body
         ):
-            text = text.replace(f"_upstream.{dotted}", f"_{dotted}Base")
+            base = dotted if dotted in _MERGED else f"_{dotted}Base"
+            text = text.replace(f"_upstream.{dotted}", base)
     if helpers:
         text = text.rstrip("\n") + "\n\n\n" + "\n\n\n".join(helpers) + "\n"
     text = re.sub(r"\b_upstream\.", "", text)
     for alias, dotted in originals.items():
         default = _default_name(dotted.rsplit(".", 1)[-1])
-        text = re.sub(rf"\b{alias}\(\s*self\s*,\s*", f"self.{default}(", text)
+        text = re.sub(rf"\b{alias}\((\s*)self\s*,[ \t]*", rf"self.{default}(\1", text)
         text = re.sub(rf"\b{alias}\(\s*self\s*\)", f"self.{default}()", text)
     check_no_fork_leftovers(text, where)
     return text
@@ -290,7 +316,12 @@ def _replacement(upstream_tree, lines, fork_lines, fork_node, dotted, originals)
     if len(parts) == 1:
         target = _find(upstream_tree.body, parts[0], dotted)
         if isinstance(fork_node, ast.ClassDef):
-            return _subclass(lines, fork_lines, target, fork_node)
+            try:
+                merged = _merged_class(lines, fork_lines, target, fork_node)
+            except _CannotMerge:
+                return _subclass(lines, fork_lines, target, fork_node)
+            _MERGED.add(target.name)
+            return _start(target), target.end_lineno, merged
         text = _renamed(_source(fork_lines, fork_node), fork_node.name, parts[0])
         return _start(target), target.end_lineno, text
     owner = _find(upstream_tree.body, parts[0], dotted)
@@ -307,14 +338,392 @@ def _replacement(upstream_tree, lines, fork_lines, fork_node, dotted, originals)
         _renamed(_source(fork_lines, fork_node, False), fork_node.name, parts[1]),
         indent,
     )
-    delegates = any(dotted == original for original in originals.values())
-    if delegates:
+    aliases = [alias for alias, original in originals.items() if original == dotted]
+    if aliases:
+        inlined = _inline_delegation(lines, fork_lines, target, fork_node, aliases[0])
+        if inlined is not None:
+            return target.lineno, target.end_lineno, inlined
         # Upstream's body stays, as the private default the new method calls.
         original = _renamed(
             _source(lines, target, False), parts[1], _default_name(parts[1])
         )
         text += "\n\n" + original
     return target.lineno, target.end_lineno, text
+
+
+def _calls_alias(stmt: ast.stmt, alias: str) -> bool:
+    """Whether ``stmt`` is ``alias(self, ...)`` or ``return alias(self, ...)``."""
+    value = getattr(stmt, "value", None)
+    return (
+        isinstance(stmt, (ast.Expr, ast.Return))
+        and isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id == alias
+    )
+
+
+def _negated(condition: ast.expr) -> str:
+    swaps = {ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
+    if (
+        isinstance(condition, ast.Compare)
+        and len(condition.ops) == 1
+        and type(condition.ops[0]) in swaps
+    ):
+        flipped = ast.Compare(
+            condition.left, [swaps[type(condition.ops[0])]()], condition.comparators
+        )
+        return ast.unparse(flipped)
+    if isinstance(condition, ast.UnaryOp) and isinstance(condition.op, ast.Not):
+        return ast.unparse(condition.operand)
+    return f"not ({ast.unparse(condition)})"
+
+
+def _inline_delegation(lines, fork_lines, target, fork, alias) -> Optional[str]:
+    """Upstream's method with the fork's new code in it, where the fork only
+    adds a branch before delegating to upstream's original (``if C: return
+    original(self, ...)`` first, or a call of the original last); else None.
+
+    The fork's parameters must be upstream's, so the new code reads the same
+    names.
+    """
+    fork_params = [a.arg for a in fork.args.args + fork.args.kwonlyargs]
+    upstream_params = [a.arg for a in target.args.args + target.args.kwonlyargs]
+    if fork_params != upstream_params or (
+        (fork.args.vararg is None) != (target.args.vararg is None)
+        or (fork.args.kwarg is None) != (target.args.kwarg is None)
+    ):
+        return None
+    body = _body_without_docstring(fork)
+    upstream_body = _body_without_docstring(target)
+    if not body or not upstream_body:
+        return None
+    indent = " " * target.col_offset
+    inner = indent + "    "
+    header_end = upstream_body[0].lineno - 1
+    out = _reindented(lines, target.lineno, header_end, indent)
+    if upstream_body is target.body and body is not fork.body:
+        doc = fork.body[0]
+        out += _reindented(fork_lines, doc.lineno, doc.end_lineno, inner)
+    first = body[0]
+    upstream_text = _reindented(
+        lines, upstream_body[0].lineno, target.end_lineno, inner
+    )
+    if (
+        isinstance(first, ast.If)
+        and not first.orelse
+        and len(first.body) == 1
+        and _calls_alias(first.body[0], alias)
+        and isinstance(first.body[0], ast.Return)
+        and len(body) > 1
+    ):
+        rest = _reindented(
+            fork_lines, body[1].lineno, body[-1].end_lineno, inner + "    "
+        )
+        out.append(f"{inner}if {_negated(first.test)}:")
+        out += rest
+        if not isinstance(body[-1], (ast.Return, ast.Raise)):
+            out.append(inner + "    return")
+        out += upstream_text
+        return "\n".join(out)
+    last = body[-1]
+    if _calls_alias(last, alias) and not any(
+        _calls_alias(stmt, alias) for stmt in body[:-1]
+    ):
+        if len(body) > 1:
+            out += _reindented(fork_lines, body[0].lineno, body[-2].end_lineno, inner)
+        out += upstream_text
+        return "\n".join(out)
+    return None
+
+
+class _CannotMerge(Exception):
+    """The fork's subclass cannot be folded into upstream's class."""
+
+
+def _members(body) -> Dict[str, List[ast.AST]]:
+    """Class members by name (a property and its setter share one)."""
+    found: Dict[str, List[ast.AST]] = {}
+    for node in body:
+        for name in _defined_names(node):
+            found.setdefault(name, []).append(node)
+    return found
+
+
+def _body_without_docstring(node: ast.FunctionDef) -> List[ast.stmt]:
+    body = node.body
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+    ):
+        return body[1:]
+    return body
+
+
+def _reindented(lines: List[str], first: int, last: int, indent: str) -> List[str]:
+    """Lines ``first``..``last`` (1-based), moved to ``indent``."""
+    chunk = lines[first - 1 : last]
+    return textwrap.indent(textwrap.dedent("\n".join(chunk)), indent).splitlines()
+
+
+def _super_calls(node: ast.AST):
+    """(statement, method name) for statements that call ``super().<name>(...)``."""
+    for stmt in ast.walk(node):
+        if isinstance(stmt, (ast.Expr, ast.Return)) and isinstance(
+            stmt.value, ast.Call
+        ):
+            func = stmt.value.func
+            if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Call)
+                and isinstance(func.value.func, ast.Name)
+                and func.value.func.id == "super"
+                and not func.value.args
+            ):
+                yield stmt, func.attr
+
+
+def _merged_signature(upstream: ast.FunctionDef, fork: ast.FunctionDef) -> str:
+    """Upstream's parameters plus the fork's new keyword parameters."""
+    names = {a.arg for a in upstream.args.args + upstream.args.kwonlyargs}
+    extra = [
+        (arg, default)
+        for arg, default in zip(fork.args.kwonlyargs, fork.args.kw_defaults)
+        if arg.arg not in names
+    ]
+    positional = fork.args.args[1:]
+    defaults = [None] * (len(positional) - len(fork.args.defaults)) + list(
+        fork.args.defaults
+    )
+    extra += [(a, d) for a, d in zip(positional, defaults) if a.arg not in names]
+    args = upstream.args
+    for arg, default in extra:
+        if default is None:
+            raise _CannotMerge(f"new parameter `{arg.arg}` has no default")
+        args.kwonlyargs.append(arg)
+        args.kw_defaults.append(default)
+    returns = f" -> {ast.unparse(upstream.returns)}" if upstream.returns else ""
+    return f"def {upstream.name}({ast.unparse(args)}){returns}:"
+
+
+def _inlined_call(upstream: ast.FunctionDef, fork: ast.FunctionDef):
+    """The fork method's statement that calls ``super()`` for itself, if
+    upstream's body can take its place; else None."""
+    own = [stmt for stmt, name in _super_calls(fork) if name == fork.name]
+    if len(own) != 1:
+        return None
+    returns = any(isinstance(n, ast.Return) for n in ast.walk(upstream))
+    if isinstance(own[0], ast.Expr) and returns:
+        return None  # An early return in upstream's body would skip the fork's.
+    return own[0]
+
+
+def _merged_method(lines, fork_lines, upstream, fork, indent, rewrite) -> List[str]:
+    """Upstream's method with the fork's body, upstream's body inlined where
+    the fork calls ``super()`` for it."""
+    out = [
+        line
+        for d in upstream.decorator_list
+        for line in _reindented(lines, d.lineno, d.end_lineno, indent)
+    ]
+    forwards = fork.args.vararg is not None or fork.args.kwarg is not None
+    if forwards or len(fork.args.args) != len(upstream.args.args):
+        out.append(indent + _merged_signature(upstream, fork))
+    else:
+        body_start = upstream.body[0].lineno if upstream.body else upstream.lineno + 1
+        out += _reindented(lines, upstream.lineno, body_start - 1, indent)
+    body_indent = indent + "    "
+    fork_body = _body_without_docstring(fork)
+    if fork_body is not fork.body:
+        doc = fork.body[0]
+        out += _reindented(fork_lines, doc.lineno, doc.end_lineno, body_indent)
+    elif _body_without_docstring(upstream) is not upstream.body:
+        doc = upstream.body[0]
+        out += _reindented(lines, doc.lineno, doc.end_lineno, body_indent)
+    if not fork_body:
+        return out
+    upstream_body = _body_without_docstring(upstream)
+    replaced = {}
+    stmt = _inlined_call(upstream, fork)
+    if stmt is not None and upstream_body:
+        replaced[stmt.lineno] = (
+            stmt.end_lineno,
+            _reindented(
+                lines,
+                upstream_body[0].lineno,
+                upstream.end_lineno,
+                " " * stmt.col_offset,
+            ),
+        )
+    chunk, number = [], fork_body[0].lineno
+    while number <= fork.end_lineno:
+        if number in replaced:
+            end, new_lines = replaced[number]
+            chunk += new_lines
+            number = end + 1
+            continue
+        chunk.append(rewrite([fork_lines[number - 1]])[0])
+        number += 1
+    out += textwrap.indent(textwrap.dedent("\n".join(chunk)), body_indent).splitlines()
+    return out
+
+
+def _fork_super_calls(lines: List[str], upstream_members, twins) -> List[str]:
+    """The fork's ``super().<name>(...)`` calls, in the merged class.
+
+    A twin's call goes to ``self._<name>_default``; a method of upstream's
+    class is now the class's own (``self.<name>``); a method upstream's class
+    only inherits stays a ``super()`` call. Only the fork's lines are
+    rewritten: upstream's own ``super()`` calls keep meaning its base.
+    """
+
+    def rewrite(match):
+        name = match.group(1)
+        if name in twins:
+            return f"self.{_default_name(name)}("
+        if name in upstream_members:
+            return f"self.{name}("
+        return match.group(0)
+
+    return [re.sub(r"super\(\)\.(\w+)\(", rewrite, line) for line in lines]
+
+
+def _twins(upstream_members, fork_members) -> set:
+    """Upstream methods the merged class must keep as ``_<name>_default``:
+    those the fork calls through ``super()`` where their body cannot be
+    inlined."""
+    twins = set()
+    for name, nodes in fork_members.items():
+        for node in nodes:
+            for call in ast.walk(node):
+                if not (
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Attribute)
+                    and isinstance(call.func.value, ast.Call)
+                    and isinstance(call.func.value.func, ast.Name)
+                    and call.func.value.func.id == "super"
+                ):
+                    continue
+                called = call.func.attr
+                if called not in fork_members or called not in upstream_members:
+                    continue
+                upstream = upstream_members[called][0]
+                inlined = (
+                    called == name
+                    and isinstance(node, ast.FunctionDef)
+                    and isinstance(upstream, ast.FunctionDef)
+                    and (stmt := _inlined_call(upstream, node)) is not None
+                    and stmt.value is call
+                )
+                if not inlined:
+                    twins.add(called)
+    return twins
+
+
+def _merged_class(lines, fork_lines, target, fork_node) -> str:
+    """Upstream's class with the fork subclass's members folded into it."""
+    if not any(ast.unparse(b) == f"_upstream.{target.name}" for b in fork_node.bases):
+        raise _CannotMerge("not a subclass of upstream's class")
+    upstream_members = _members(target.body)
+    fork_members = _members(fork_node.body)
+    indent = " " * target.body[0].col_offset
+    twins = _twins(upstream_members, fork_members)
+
+    def rewrite(fork_source: List[str]) -> List[str]:
+        return _fork_super_calls(fork_source, upstream_members, twins)
+
+    out: List[str] = []
+    header_end = _start(target.body[0]) - 1
+    out += lines[_start(target) - 1 : header_end]
+    fork_doc = fork_node.body[0]
+    has_fork_doc = isinstance(fork_doc, ast.Expr) and isinstance(
+        fork_doc.value, ast.Constant
+    )
+    upstream_doc = target.body[0]
+    has_upstream_doc = isinstance(upstream_doc, ast.Expr) and isinstance(
+        upstream_doc.value, ast.Constant
+    )
+    if has_fork_doc:
+        out += _reindented(fork_lines, fork_doc.lineno, fork_doc.end_lineno, indent)
+    elif has_upstream_doc:
+        out += _reindented(lines, upstream_doc.lineno, upstream_doc.end_lineno, indent)
+    done = set()
+    body = target.body[1:] if has_upstream_doc else target.body
+    for node in body:
+        names = _defined_names(node)
+        overridden = [n for n in names if n in fork_members]
+        out.append("")
+        if not overridden:
+            out += _reindented(lines, _start(node), node.end_lineno, indent)
+            continue
+        name = overridden[0]
+        if name in done:
+            continue
+        done.add(name)
+        out += _fork_members_source(
+            lines,
+            fork_lines,
+            upstream_members[name],
+            fork_members[name],
+            indent,
+            rewrite,
+        )
+    for name, nodes in fork_members.items():
+        if name in done or name in upstream_members:
+            continue
+        if nodes[0] is fork_doc and has_fork_doc:
+            continue
+        out.append("")
+        for node in nodes:
+            out += rewrite(
+                _without_self_override(
+                    _reindented(fork_lines, _start(node), node.end_lineno, indent),
+                    target.name,
+                )
+            )
+    for name in sorted(twins):
+        original = upstream_members[name][0]
+        out.append("")
+        out += _renamed(
+            "\n".join(_reindented(lines, original.lineno, original.end_lineno, indent)),
+            name,
+            _default_name(name),
+        ).splitlines()
+    text = "\n".join(out)
+    text = text.replace(f"_upstream.{target.name}", target.name)
+    if f"@override({target.name})" in text:
+        raise _CannotMerge("a member would override its own class")
+    return text
+
+
+def _fork_members_source(
+    lines, fork_lines, upstream_nodes, fork_nodes, indent, rewrite
+):
+    """The fork's members that replace upstream's members of the same name."""
+    upstream = upstream_nodes[0]
+    fork = fork_nodes[0]
+    if (
+        len(fork_nodes) == 1
+        and len(upstream_nodes) == 1
+        and isinstance(fork, ast.FunctionDef)
+        and isinstance(upstream, ast.FunctionDef)
+        and not [d for d in fork.decorator_list if "override" not in ast.unparse(d)]
+    ):
+        return _merged_method(lines, fork_lines, upstream, fork, indent, rewrite)
+    out = []
+    for node in fork_nodes:
+        out += _reindented(fork_lines, _start(node), node.end_lineno, indent)
+    return rewrite(_without_self_override(out, ""))
+
+
+def _without_self_override(lines: List[str], class_name: str) -> List[str]:
+    """Drops ``@override(_upstream.<class>)``: in the merged class it would
+    name the class itself."""
+    return [
+        line
+        for line in lines
+        if not re.fullmatch(r"\s*@override\(_upstream\.\w+\)", line)
+    ]
 
 
 def _subclass(lines, fork_lines, target, fork_node):

@@ -90,67 +90,137 @@ def test_method_replacement_keeps_upstream_decorators_and_adds_helpers():
     assert text.count("from typing import") == 1  # `Any` is unused, `List` bound.
 
 
-def test_a_call_of_the_upstream_original_keeps_it_as_a_private_default():
-    text = upstream_form.splice(
-        UPSTREAM,
-        fork(
-            """\
-            from ray.rllib.offline import thing as _upstream
-
-            _upstream_get = _upstream.Thing.get
-
-
-            def get(self, key="x"):
-                if key is None:
-                    return None
-                return _upstream_get(self, key)
-
-
-            REPLACES = {"Thing.get": get}
-            """
-        ),
-        (),
-        "rllib/thing.py",
+def _delegating(body: str) -> str:
+    header = (
+        "from ray.rllib.offline import thing as _upstream\n\n"
+        "_upstream_get = _upstream.Thing.get\n\n\n"
+        "def get(self, key=DEFAULT_MODULE_ID):\n"
     )
-    namespace = {}
-    exec(
-        compile(text.replace("from ray", "# from ray"), "t", "exec"),
-        {"DEFAULT_MODULE_ID": "default", "PublicAPI": lambda c: c, **namespace},
-        namespace,
-    )
-    thing = namespace["Thing"]()
+    footer = '\n\nREPLACES = {"Thing.get": get}\n'
+    return header + textwrap.indent(textwrap.dedent(body), "    ") + footer
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # New code before a final call of the original.
+        """\
+        if key is None:
+            return None
+        return _upstream_get(self, key)
+        """,
+        # An early hand-over to the original, then new code.
+        """\
+        if key is not None:
+            return _upstream_get(self, key)
+        return None
+        """,
+    ],
+)
+def test_a_branch_before_the_upstream_original_goes_into_upstreams_method(body):
+    text = upstream_form.splice(UPSTREAM, _delegating(body), (), "rllib/thing.py")
+    assert "_default" not in text and "_upstream." not in text
+    assert "_upstream_get" not in text
+    thing = _run(text)["Thing"]()
     assert thing.get("k") == "k" and thing.get(None) is None
-    assert thing._get_default("d") == "d"
-    assert "_upstream." not in text and "_upstream_get" not in text
+    assert thing.get() == "default"  # Upstream's signature and default.
 
 
-def test_a_replaced_subclass_keeps_upstream_as_a_private_base():
+def test_the_upstream_original_called_mid_method_stays_a_private_default():
     text = upstream_form.splice(
         UPSTREAM,
-        fork(
+        _delegating(
             """\
-            from ray.rllib.offline import thing as _upstream
-
-
-            class Runner(_upstream.Runner):
-                def run(self):
-                    return "fork+" + super().run()
-
-
-            REPLACES = {"Runner": Runner}
+            value = _upstream_get(self, key)
+            return None if value is None else value + "!"
             """
         ),
         (),
         "rllib/thing.py",
     )
-    assert "class _RunnerBase:" in text and "class Runner(_RunnerBase):" in text
+    thing = _run(text)["Thing"]()
+    assert thing.get("k") == "k!" and thing._get_default("d") == "d"
+
+
+def _run(text):
     namespace = {}
     exec(
         compile(text.replace("from ray", "# from ray"), "t", "exec"),
         {"DEFAULT_MODULE_ID": "default", "PublicAPI": lambda c: c},
         namespace,
     )
-    assert namespace["Runner"]().run() == "fork+upstream"
+    return namespace
+
+
+def test_a_replaced_subclass_is_folded_into_upstreams_class():
+    text = upstream_form.splice(
+        UPSTREAM,
+        fork(
+            '''\
+            from ray.rllib.offline import thing as _upstream
+
+
+            class Runner(_upstream.Runner):
+                """Runs, then says so."""
+
+                def __init__(self, *args, extra: int = 1, **kwargs):
+                    super().__init__(*args, **kwargs)
+                    self.extra = extra
+
+                def run(self):
+                    return "fork+" + super().run()
+
+                def added(self):
+                    return self.extra
+
+
+            REPLACES = {"Runner": Runner}
+            '''
+        ),
+        (),
+        "rllib/thing.py",
+    )
+    assert "_RunnerBase" not in text and "_upstream." not in text
+    assert text.count("class Runner") == 1
+    runner = _run(text)["Runner"](extra=5)
+    # `run` calls upstream's inside an expression: upstream's stays as a twin.
+    assert runner.run() == "fork+upstream" and runner.added() == 5
+    assert runner._run_default() == "upstream"
+
+
+def test_a_forwarding_init_gets_upstreams_body_and_the_new_parameters():
+    upstream = textwrap.dedent(
+        '''\
+        class Thing:
+            def __init__(self, *, config, spaces=None):
+                """Upstream's docstring."""
+                self.config = config
+                self.spaces = spaces
+        '''
+    )
+    text = upstream_form.splice(
+        upstream,
+        fork(
+            """\
+            from ray.rllib.x import thing as _upstream
+
+
+            class Thing(_upstream.Thing):
+                def __init__(self, *args, compute: bool = True, **kwargs):
+                    super().__init__(*args, **kwargs)
+                    self.compute = compute
+
+
+            REPLACES = {"Thing": Thing}
+            """
+        ),
+        (),
+        "rllib/x/thing.py",
+    )
+    assert "super()" not in text and "*args" not in text
+    thing = _run(text)["Thing"](config=1, spaces=2, compute=False)
+    assert (thing.config, thing.spaces, thing.compute) == (1, 2, False)
+    assert "Upstream's docstring." in text
 
 
 def test_only_splices_the_named_replacements_with_their_helpers():
