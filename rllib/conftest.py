@@ -16,7 +16,7 @@ def ray_cluster():
 
     if not ray.is_initialized():
         ray.init(
-            num_cpus=int(os.environ.get("RLLIB_FORK_TEST_CPUS", "4")),
+            num_cpus=int(os.environ.get("RLLIB_TEST_NUM_CPUS", "4")),
             include_dashboard=False,
             log_to_driver=False,
             configure_logging=False,

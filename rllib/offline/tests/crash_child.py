@@ -6,7 +6,7 @@ everything once, then reads commands from stdin, one per line:
 - `writer <directory> <seed> <compression>`: forks a child that writes
   episodes into `directory` with an `EpisodeWriter`, without end;
 - `recorder <directory> <progress file>`: forks a child that records CartPole
-  with the fork's `OfflineSingleAgentEnvRunner`, without end, and after each
+  with RLlib's `OfflineSingleAgentEnvRunner`, without end, and after each
   `sample()` appends the number of committed episodes to `progress file`.
 
 For each command it prints the child's pid. The test kills children with

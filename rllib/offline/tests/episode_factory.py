@@ -86,8 +86,8 @@ def cartpole_episodes(num_episodes: int, seed: int = 0, max_steps: int = 500):
     return env, episodes
 
 
-def write_upstream_style(episodes, path: str) -> None:
-    """Writes what upstream's recorder / the hand-rolled snippet produce.
+def write_msgpack_episodes(episodes, path: str) -> None:
+    """Writes what ray 2.60's recorder / the hand-rolled snippet produce.
 
     Both do `ray.data.from_items([msgpack.packb(ep.get_state(), ...)])
     .write_parquet(...)`: one binary `item` column, no episode metadata.

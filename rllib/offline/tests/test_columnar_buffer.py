@@ -1,4 +1,4 @@
-"""The columnar buffer samples and keeps what upstream's episode buffer does.
+"""The columnar buffer samples and keeps what `EpisodeReplayBuffer` does.
 
 Sampling: both buffers, each with its own seeded generator, sample many
 batches from the same episodes; the frequencies of (episode, timestep) starts,
@@ -39,7 +39,7 @@ def _episodes(num_episodes, max_steps, seed=0):
     return env, [e.to_numpy() for e in episodes]
 
 
-def _upstream_items(episodes, n_step, batches, batch_size):
+def _episode_buffer_items(episodes, n_step, batches, batch_size):
     buffer = EpisodeReplayBuffer(capacity=10**6)
     buffer.add(episodes)
     buffer.rng = np.random.default_rng(1)
@@ -59,7 +59,7 @@ def _upstream_items(episodes, n_step, batches, batch_size):
     return starts, n_steps, counts
 
 
-def _fork_items(episodes, n_step, batches, batch_size):
+def _columnar_buffer_items(episodes, n_step, batches, batch_size):
     buffer = ColumnarEpisodeBuffer(capacity=10**6, seed=2)
     buffer.add([episode_columns_from_episode(e) for e in episodes])
     starts, n_steps, counts = [], [], []
@@ -82,40 +82,43 @@ def _same_distribution(first, second, cells):
 
 
 @pytest.mark.parametrize("n_step", [1, (1, 6)])
-def test_sampling_frequencies_match_upstream(n_step):
+def test_sampling_frequencies_match_the_episode_buffer(n_step):
     _, episodes = _episodes(num_episodes=5, max_steps=15)
     batches, batch_size = 30, 256
-    up_starts, up_n, up_counts = _upstream_items(episodes, n_step, batches, batch_size)
-    fork_starts, fork_n, fork_counts = _fork_items(
+    ep_starts, ep_n, ep_counts = _episode_buffer_items(
+        episodes, n_step, batches, batch_size
+    )
+    col_starts, col_n, col_counts = _columnar_buffer_items(
         episodes, n_step, batches, batch_size
     )
     cells = [(e.id_, t) for e in episodes for t in range(len(e))]
-    assert set(up_starts) <= set(cells) and set(fork_starts) <= set(cells)
+    assert set(ep_starts) <= set(cells) and set(col_starts) <= set(cells)
 
     # Starts: the same distribution, and each uniform over all timesteps.
-    assert _same_distribution(up_starts, fork_starts, cells) > P_MIN
-    for starts in (up_starts, fork_starts):
+    assert _same_distribution(ep_starts, col_starts, cells) > P_MIN
+    for starts in (ep_starts, col_starts):
         counts = collections.Counter(starts)
         assert stats.chisquare([counts[c] for c in cells]).pvalue > P_MIN
 
     # n-steps: the same values with the same frequencies.
-    values = sorted(set(up_n) | set(fork_n))
+    values = sorted(set(ep_n) | set(col_n))
     expected = [1] if n_step == 1 else list(range(*n_step))
     assert values == expected
     if len(values) > 1:
-        assert _same_distribution(up_n, fork_n, values) > P_MIN
+        assert _same_distribution(ep_n, col_n, values) > P_MIN
 
     # Items per batch: exactly the batch size for n_step=1; with overshooting
-    # n-steps upstream's counter can step back, so more items, equally often.
+    # n-steps `EpisodeReplayBuffer`'s counter can step back, so more items,
+    # equally often.
     if n_step == 1:
-        assert up_counts == fork_counts == [batch_size] * batches
+        assert ep_counts == col_counts == [batch_size] * batches
     else:
-        assert min(up_counts) >= batch_size and min(fork_counts) >= batch_size
-        assert stats.ttest_ind(up_counts, fork_counts).pvalue > P_MIN
-        assert max(fork_counts) > batch_size
+        assert min(ep_counts) >= batch_size and min(col_counts) >= batch_size
+        assert stats.ttest_ind(ep_counts, col_counts).pvalue > P_MIN
+        assert max(col_counts) > batch_size
 
 
-class _UpstreamBuffer(EpisodeReplayBuffer):
+class _EpisodeObjectBuffer(EpisodeReplayBuffer):
     pass
 
 
@@ -128,8 +131,8 @@ def _prelearner(observation_space, action_space, fast, capacity):
             input_="/nonexistent",
             input_read_episodes=True,
             prelearner_buffer_kwargs={"capacity": capacity},
-            # A custom buffer class keeps upstream's per-episode path.
-            prelearner_buffer_class=None if fast else _UpstreamBuffer,
+            # A custom buffer class keeps the per-episode path.
+            prelearner_buffer_class=None if fast else _EpisodeObjectBuffer,
         )
     )
     spec = config.get_multi_rl_module_spec(
@@ -141,11 +144,11 @@ def _prelearner(observation_space, action_space, fast, capacity):
     )
 
 
-def test_capacity_and_duplicates_match_upstream():
+def test_capacity_and_duplicates_match_the_per_episode_path():
     """Same episodes held after each batch: eviction by timesteps, no repeats.
 
     Each batch brings at most one new episode (plus repeats), so the order in
-    which upstream adds a batch's set of episodes cannot matter.
+    which the per-episode path adds a batch's set of episodes cannot matter.
     """
     env, episodes = _episodes(num_episodes=8, max_steps=40, seed=3)
     capacity = 90
@@ -234,7 +237,7 @@ HAND_3_STEP_HALF = {0: 3.0, 1: 6.0, 2: 12.0, 3: 16.0, 4: 16.0}
 
 
 def test_n_step_rewards_are_discounted_with_the_given_gamma():
-    """gamma = 0.5, not the 0.99 upstream's sampler applies when given none."""
+    """gamma = 0.5, not the 0.99 `EpisodeReplayBuffer` applies when given none."""
     buffer = ColumnarEpisodeBuffer(capacity=100, seed=0)
     buffer.add(
         [

@@ -30,7 +30,7 @@ from rllib.offline.tests.episode_factory import (
     SPACES,
     TUPLE,
     make_episode,
-    write_upstream_style,
+    write_msgpack_episodes,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -200,16 +200,16 @@ def test_spaces_taken_from_first_episode(tmp_path):
     assert read_spaces(tmp_path) == SPACES["tuple"]
 
 
-def test_reads_upstream_and_hand_rolled_files(tmp_path):
+def test_reads_recorder_and_hand_rolled_files(tmp_path):
     episodes = [make_episode(*SPACES["dict"], seed=i) for i in range(3)]
-    write_upstream_style(episodes, str(tmp_path / "upstream.parquet"))
+    write_msgpack_episodes(episodes, str(tmp_path / "msgpack.parquet"))
     assert read_spaces(tmp_path) == (None, None)
     back = list(read_episodes(tmp_path))
     for actual, expected in zip(back, episodes):
         assert_episodes_equal(actual, expected)
 
 
-def test_fork_files_are_plain_msgpack_for_stock_rllib(tmp_path):
+def test_writer_files_are_plain_msgpack_episodes(tmp_path):
     import msgpack
     import msgpack_numpy as mnp
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
@@ -218,7 +218,7 @@ def test_fork_files_are_plain_msgpack_for_stock_rllib(tmp_path):
     (file,) = write_episodes([episode], tmp_path)
     table = pq.read_table(file)
     assert table.schema.field("item").type == pa.binary()
-    # Exactly what upstream's OfflinePreLearner does with `input_read_episodes`.
+    # Exactly what ray 2.60's OfflinePreLearner does with `input_read_episodes`.
     state = msgpack.unpackb(table.column("item")[0].as_py(), object_hook=mnp.decode)
     assert_episodes_equal(SingleAgentEpisode.from_state(state), episode)
     assert table.column(Columns.EPS_ID).to_pylist() == [episode.id_]

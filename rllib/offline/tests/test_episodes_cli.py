@@ -1,6 +1,6 @@
 """`python -m ray.rllib.offline.episodes`: info, validate and convert.
 
-Each command runs on the fork's `EpisodeWriter` files and on the hand-rolled
+Each command runs on `EpisodeWriter` files and on the hand-rolled
 format of ray-project/ray#51747 (`msgpack_numpy.packb(ep.get_state())` in an
 `item` column, written with gzip). Most tests call `main()` in-process; two
 run the real `python -m` command, one writes with Ray Data.
@@ -70,8 +70,8 @@ def hand_rolled(tmp_path, cartpole):
 
 
 @pytest.fixture
-def fork_files(tmp_path, cartpole):
-    directory = str(tmp_path / "fork")
+def writer_files(tmp_path, cartpole):
+    directory = str(tmp_path / "writer")
     write_episodes(
         cartpole,
         directory,
@@ -95,8 +95,8 @@ def run(capsys, *argv):
 # ---------------------------------------------------------------------------
 
 
-def test_info_on_fork_files(capsys, fork_files, cartpole):
-    code, out, _ = run(capsys, "info", fork_files, "--files")
+def test_info_on_writer_files(capsys, writer_files, cartpole):
+    code, out, _ = run(capsys, "info", writer_files, "--files")
     assert code == 0
     assert "EpisodeWriter (format 1): 2 files" in out
     assert f"zstd: {NUM_EPISODES} episodes" in out
@@ -159,8 +159,8 @@ def test_info_tells_numpy_episodes_and_missing_spaces(capsys, tmp_path, cartpole
 # ---------------------------------------------------------------------------
 
 
-def test_validate_clean_datasets(capsys, fork_files, hand_rolled):
-    code, out, _ = run(capsys, "validate", fork_files)
+def test_validate_clean_datasets(capsys, writer_files, hand_rolled):
+    code, out, _ = run(capsys, "validate", writer_files)
     assert code == 0, out
     assert "OK: no problems found." in out
     assert "(file metadata), up to 100 steps per episode" in out
@@ -257,8 +257,8 @@ def test_validate_files_that_disagree_on_spaces(capsys, tmp_path, cartpole):
     assert "FAILED: 1 problem(s): 1 spaces-disagree." in out
 
 
-def test_validate_env_disagreeing_with_recorded_spaces(capsys, fork_files):
-    code, out, _ = run(capsys, "validate", fork_files, "--env", "MountainCar-v0")
+def test_validate_env_disagreeing_with_recorded_spaces(capsys, writer_files):
+    code, out, _ = run(capsys, "validate", writer_files, "--env", "MountainCar-v0")
     assert code == 1
     assert "spaces-disagree" in out
     assert "outside-space" in out  # The data checked against the env's spaces.
@@ -269,7 +269,7 @@ def test_validate_env_disagreeing_with_recorded_spaces(capsys, fork_files):
 # ---------------------------------------------------------------------------
 
 
-def test_convert_hand_rolled_to_fork_files(capsys, tmp_path, hand_rolled, cartpole):
+def test_convert_hand_rolled_to_writer_files(capsys, tmp_path, hand_rolled, cartpole):
     destination = tmp_path / "out"
     code, out, err = run(
         capsys,
@@ -305,8 +305,8 @@ def test_convert_hand_rolled_to_fork_files(capsys, tmp_path, hand_rolled, cartpo
     assert sorted(os.listdir(tmp_path)) == ["hand", "out"]
 
 
-def test_convert_fork_files_to_numpy(capsys, tmp_path, fork_files):
-    code, _, err = run(capsys, "convert", fork_files, tmp_path / "np", "--numpy")
+def test_convert_writer_files_to_numpy(capsys, tmp_path, writer_files):
+    code, _, err = run(capsys, "convert", writer_files, tmp_path / "np", "--numpy")
     assert code == 0, err
     info = dataset_info(str(tmp_path / "np"))
     assert info.payload_layouts == {"numpy-ized": NUM_EPISODES}
@@ -351,9 +351,9 @@ def test_convert_stops_at_a_bad_row_or_skips_it(capsys, tmp_path, cartpole):
     assert "Skipped row 2 of file" in out and "is not done" in out
 
 
-def test_convert_env_must_match_recorded_spaces(capsys, tmp_path, fork_files):
+def test_convert_env_must_match_recorded_spaces(capsys, tmp_path, writer_files):
     code, _, err = run(
-        capsys, "convert", fork_files, tmp_path / "o", "--env", "MountainCar-v0"
+        capsys, "convert", writer_files, tmp_path / "o", "--env", "MountainCar-v0"
     )
     assert code == 1
     assert "The source records the `observation_space`" in err
@@ -497,8 +497,8 @@ def test_help_explains_each_command(capsys, command):
         assert word in out, word
 
 
-def test_library_functions_do_not_need_the_cli(fork_files):
-    files = inspection.open_episode_files(fork_files)
+def test_library_functions_do_not_need_the_cli(writer_files):
+    files = inspection.open_episode_files(writer_files)
     assert [f.num_rows for f in files] == [4, 2]
     rows = [row.index for row in files[0].rows(batch_size=3)]
     assert rows == [0, 1, 2, 3]

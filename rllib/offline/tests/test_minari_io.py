@@ -123,7 +123,7 @@ def record_dataset(
     dataset = collector.create_dataset(
         dataset_id,
         algorithm_name="random",
-        author="rllib-fork tests",
+        author="RLlib tests",
         author_email="tests@example.com",
         code_permalink="rllib/offline/tests/test_minari_io.py",
         description=f"{space_name} ({data_format})",
@@ -338,14 +338,14 @@ def test_write_round_trip_every_field(minari_root, data_format, space_name):
         dataset_id,
         data_format=data_format,
         env=env if space_name == "cartpole" else None,
-        author="rllib-fork tests",
+        author="RLlib tests",
         description="round trip",
     )
     # A fresh `minari.load_dataset` sees every field, metadata included.
     dataset = minari.load_dataset(dataset_id)
     assert returned.total_episodes == dataset.total_episodes
     assert dataset.storage.metadata["data_format"] == data_format
-    assert dataset.storage.metadata["author"] == {"rllib-fork tests"}
+    assert dataset.storage.metadata["author"] == {"RLlib tests"}
     assert dataset.storage.metadata["description"] == "round trip"
     assert_written(dataset, episodes)
     if space_name == "cartpole":

@@ -369,7 +369,7 @@ def test_unknown_module_fails_clearly(ray_cluster, two_agent_data):
 @pytest.mark.ray
 @pytest.mark.timeout(400)
 def test_marwil_streams_each_agents_own_rows_and_targets(ray_cluster, two_agent_data):
-    """Over the memory budget the fork's prelearner builds every module's batch."""
+    """Over the memory budget the `OfflinePreLearner` builds every module's batch."""
     streamed = {MEMORY_BUDGET_KEY: 0}
     with _running(
         _build("marwil", two_agent_data, num_learners=0, learner_config_dict=streamed)

@@ -1,4 +1,4 @@
-"""The fork's OfflineData: checks on the driver, decode once, in memory or stream.
+"""OfflineData on episode files: driver checks, decode once, in memory or stream.
 
 Driver-side checks (spaces from the data, missing or empty input, spaces
 that contradict the config) run without Ray, through `config.validate()`,
@@ -29,9 +29,9 @@ ENV = gym.make("CartPole-v1")
 
 
 @pytest.fixture(scope="module")
-def fork_dir(tmp_path_factory):
+def writer_dir(tmp_path_factory):
     """Episodes written by `EpisodeWriter` (both spaces recorded), 3 files."""
-    path = tmp_path_factory.mktemp("fork_episodes")
+    path = tmp_path_factory.mktemp("writer_episodes")
     _, episodes = cartpole_episodes(9, max_steps=60)
     write_episodes(
         episodes,
@@ -66,8 +66,8 @@ def _config(path, algo=BCConfig, **environment):
 # -- On the driver, at `build_algo()` -----------------------------------------
 
 
-def test_spaces_come_from_the_data(fork_dir, caplog):
-    config = _config(fork_dir, env="CartPole-v1")
+def test_spaces_come_from_the_data(writer_dir, caplog):
+    config = _config(writer_dir, env="CartPole-v1")
     with caplog.at_level(logging.INFO, logger="ray.rllib.algorithms.algorithm_config"):
         config.validate()
     assert config.observation_space == ENV.observation_space
@@ -75,9 +75,9 @@ def test_spaces_come_from_the_data(fork_dir, caplog):
     assert any("taken from the episode files" in r.message for r in caplog.records)
 
 
-def test_space_contradicting_the_data_fails_naming_both(fork_dir):
+def test_space_contradicting_the_data_fails_naming_both(writer_dir):
     wider = gym.spaces.Box(-10.0, 10.0, (4,), np.float32)
-    config = _config(fork_dir, observation_space=wider, action_space=ENV.action_space)
+    config = _config(writer_dir, observation_space=wider, action_space=ENV.action_space)
     with pytest.raises(
         ValueError,
         match=r"recorded with `observation_space` Box\(\[-4\.8.*but training uses "
@@ -86,7 +86,7 @@ def test_space_contradicting_the_data_fails_naming_both(fork_dir):
         config.validate()
 
 
-def test_missing_and_empty_input_fail_with_the_fork_message(tmp_path):
+def test_missing_and_empty_input_fail_naming_the_input(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"input_=.*does not exist"):
         _config(str(tmp_path / "nope"), env="CartPole-v1").validate()
     (tmp_path / "empty").mkdir()
@@ -103,7 +103,7 @@ def test_files_recording_other_spaces_fail(tmp_path):
         _config(str(tmp_path), env="CartPole-v1").validate()
 
 
-def test_data_without_recorded_spaces_keeps_upstreams_check(hand_rolled_dir):
+def test_data_without_recorded_spaces_still_needs_spaces(hand_rolled_dir):
     with pytest.raises(ValueError, match="must be provided"):
         _config(hand_rolled_dir, env="CartPole-v1").validate()
 
@@ -114,15 +114,15 @@ def test_data_without_recorded_spaces_keeps_upstreams_check(hand_rolled_dir):
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_in_memory_mode_decodes_once_and_samples_every_episode(
-    ray_cluster, fork_dir, hand_rolled_dir, caplog
+    ray_cluster, writer_dir, hand_rolled_dir, caplog
 ):
     config = _config(
-        [fork_dir, hand_rolled_dir],
+        [writer_dir, hand_rolled_dir],
         algo=MARWILConfig,
         observation_space=ENV.observation_space,
         action_space=ENV.action_space,
     )
-    config.input_ = [fork_dir, hand_rolled_dir]
+    config.input_ = [writer_dir, hand_rolled_dir]
     with caplog.at_level(logging.INFO, logger="ray.rllib.offline.offline_data"):
         algo = config.build_algo()
         try:
@@ -143,8 +143,8 @@ def test_in_memory_mode_decodes_once_and_samples_every_episode(
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
-def test_over_the_memory_budget_streams_with_the_same_rows(ray_cluster, fork_dir):
-    config = _config(fork_dir, algo=MARWILConfig, env="CartPole-v1").learners(
+def test_over_the_memory_budget_streams_with_the_same_rows(ray_cluster, writer_dir):
+    config = _config(writer_dir, algo=MARWILConfig, env="CartPole-v1").learners(
         learner_config_dict={MEMORY_BUDGET_KEY: 1}
     )
     algo = config.build_algo()
@@ -164,11 +164,11 @@ def test_over_the_memory_budget_streams_with_the_same_rows(ray_cluster, fork_dir
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
-def test_shards_are_disjoint_and_balanced(ray_cluster, fork_dir):
+def test_shards_are_disjoint_and_balanced(ray_cluster, writer_dir):
     from rllib.offline.in_memory.store import EpisodeStore
     from rllib.offline.offline_data import list_input_episodes
 
-    config = _config(fork_dir, env="CartPole-v1")
+    config = _config(writer_dir, env="CartPole-v1")
     filesystem, files, _ = list_input_episodes(config)
     store = EpisodeStore.start(
         files,
@@ -193,7 +193,7 @@ def test_shards_are_disjoint_and_balanced(ray_cluster, fork_dir):
 
 @pytest.mark.ray
 @pytest.mark.timeout(400)
-def test_tune_workflow_without_spaces(ray_cluster, fork_dir):
+def test_tune_workflow_without_spaces(ray_cluster, writer_dir):
     """The workflow from the user's report: an env name, no spaces, Tuner."""
     from ray import tune
 
@@ -203,7 +203,7 @@ def test_tune_workflow_without_spaces(ray_cluster, fork_dir):
         .learners(num_learners=0)
         .training(train_batch_size_per_learner=32)
         .offline_data(
-            input_=[fork_dir],
+            input_=[writer_dir],
             input_read_episodes=True,
             input_read_batch_size=32,
             dataset_num_iters_per_learner=1,

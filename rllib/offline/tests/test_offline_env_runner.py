@@ -1,4 +1,4 @@
-"""The fork's recorder: upstream's output layout, no lost episodes, bounded memory.
+"""The recorder: ray 2.60's output layout, no lost episodes, bounded memory.
 
 Most tests build the EnvRunner in-process (no Ray cluster): recording episodes
 uses pyarrow only. Column output (Ray Data) and training share the local
@@ -31,8 +31,8 @@ from ray.rllib.utils.metrics import (
 
 from rllib.offline.episode_files.reader import read_episodes, read_spaces
 
-#: Upstream's names: `run-<worker index:06d>-<sample() call:05d>`, and in it
-#: the files (ours: `<recorder id>_<file index:06d>.parquet`).
+#: Run directories as ray 2.60 names them: `run-<worker index:06d>-<sample()
+#: call:05d>`, and in each the files: `<recorder id>_<file index:06d>.parquet`.
 RUN_DIR = re.compile(r"run-\d{6}-\d{5}")
 EPISODE_FILE = re.compile(r"[0-9a-f]{32}_\d{6}\.parquet")
 
@@ -119,26 +119,17 @@ def _rows(path: Path) -> int:
     return pq.read_metadata(path).num_rows
 
 
-# ------------------------------------------------------------- the overlay
+# --------------------------------------------------- the run directories
 
 
-def test_is_the_overlay_class():
-    import rllib.offline.offline_env_runner as fork
-
-    assert OfflineSingleAgentEnvRunner is fork.OfflineSingleAgentEnvRunner
-
-
-# ------------------------------------------------------ upstream's layout
-
-
-def test_episode_layout_is_upstreams(tmp_path):
+def test_episode_layout_keeps_the_run_directories(tmp_path):
     """One `run-<worker>-<sample call>` directory per write, `item` rows."""
     runner = _runner(tmp_path)
     first = runner.sample(num_episodes=5, random_actions=True)
     second = runner.sample(num_episodes=3, random_actions=True)
     runner.stop()
 
-    # Upstream's subdirectory (its `_get_subdir_path`) and directory names.
+    # The EnvRunner's subdirectory (its `_get_subdir_path`) and run names.
     subdir = runner._get_subdir_path()
     assert subdir == "cartpoleenv"
     files = _files(tmp_path)
@@ -149,7 +140,7 @@ def test_episode_layout_is_upstreams(tmp_path):
     for file in files:
         run_dir, name = file.split("/")[1:]
         assert RUN_DIR.fullmatch(run_dir) and EPISODE_FILE.fullmatch(name), file
-    # Each row is an episode in the `item` column, decoded as upstream's
+    # Each row is an episode in the `item` column, decoded as ray 2.60's
     # `OfflinePreLearner` does (plain msgpack, `SingleAgentEpisode.from_state`).
     for file, sampled in zip(files, (first, second)):
         table = pq.read_table(tmp_path / file)
@@ -188,7 +179,9 @@ def test_runner_without_worker_index_is_the_local_one(tmp_path):
 
 @pytest.mark.ray
 @pytest.mark.timeout(240)
-def test_column_layout_and_compressed_columns_read_as_upstream(ray_cluster, tmp_path):
+def test_column_layout_and_compressed_columns_read_by_offline_data(
+    ray_cluster, tmp_path
+):
     from ray.rllib.offline.offline_data import OfflineData
 
     compressed = [Columns.OBS, Columns.ACTIONS]
@@ -200,7 +193,8 @@ def test_column_layout_and_compressed_columns_read_as_upstream(ray_cluster, tmp_
     assert [p.name for p in (tmp_path / "cartpoleenv").iterdir()] == [run_dir.name]
     runner.stop()
 
-    # Read as upstream's test does: the run directory, columns decompressed.
+    # Read as ray 2.60's recorder test does: the run directory, columns
+    # decompressed.
     config = _config(tmp_path).offline_data(
         input_=[run_dir.as_posix()],
         input_read_episodes=False,

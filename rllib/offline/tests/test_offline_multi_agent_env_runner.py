@@ -1,4 +1,4 @@
-"""The fork's multi-agent recorder: no lost steps, upstream's layout, auto-selected.
+"""The multi-agent recorder: no lost steps, the recorder layout, auto-selected.
 
 Sampling tests build the EnvRunner in-process: recording uses pyarrow only.
 Training through `build_algo()` shares the local Ray cluster.
@@ -24,7 +24,8 @@ from rllib.offline.offline_multi_agent_env_runner import (
     OfflineMultiAgentEnvRunner,
 )
 
-#: Upstream's directory names: `<env subdir>/run-<worker:06d>-<call:05d>/`.
+#: Run directories as the single-agent recorder names them:
+#: `<env subdir>/run-<worker:06d>-<call:05d>/`.
 RUN_DIR = re.compile(r"multienv/run-000001-\d{5}")
 AGENTS = (0, 1)
 
@@ -64,12 +65,6 @@ def _joined(chunks):
             rewards[chunk.id_][agent_id] += list(agent_episode.get_rewards())
             actions[chunk.id_][agent_id] += list(agent_episode.get_actions())
     return steps, rewards, actions
-
-
-def test_is_the_fork_module():
-    import rllib.offline.offline_multi_agent_env_runner as fork
-
-    assert OfflineMultiAgentEnvRunner is fork.OfflineMultiAgentEnvRunner
 
 
 def test_nothing_lost_across_sample_calls(tmp_path):
@@ -241,7 +236,8 @@ def test_build_algo_records_while_training(ray_cluster, tmp_path):
     assert {"p0", "p1"} <= set(result[LEARNER_RESULTS])
     # Every env step `sample()` returned for training is recorded. (Steps of
     # episodes that `sample(num_episodes=...)` leaves unfinished in other
-    # sub-environments count as sampled, but upstream's EnvRunner drops them.)
+    # sub-environments count as sampled, but the `MultiAgentEnvRunner` drops
+    # them.)
     assert returned
     assert sum(len(e) for e in episodes) == sum(returned) > 0
     assert sum(returned) <= result[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME]

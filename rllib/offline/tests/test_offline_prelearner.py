@@ -1,4 +1,4 @@
-"""The fork's OfflinePreLearner, called directly on Ray Data-style batches.
+"""The OfflinePreLearner, called directly on Ray Data-style batches.
 
 No Ray cluster: the prelearner is a plain callable, so these tests feed it the
 dict of numpy columns Ray Data would.
@@ -14,7 +14,10 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 
 from rllib.offline.episode_files.writer import write_episodes
-from rllib.offline.tests.episode_factory import cartpole_episodes, write_upstream_style
+from rllib.offline.tests.episode_factory import (
+    cartpole_episodes,
+    write_msgpack_episodes,
+)
 
 BATCH_SIZE = 32
 
@@ -58,17 +61,8 @@ def episodes():
     return cartpole_episodes(4, max_steps=40)[1]
 
 
-def test_is_the_overlay_class():
-    from ray.rllib.offline import offline_data, offline_prelearner
-
-    import rllib.offline.offline_prelearner as fork
-
-    assert offline_prelearner.OfflinePreLearner is fork.OfflinePreLearner
-    assert offline_data.OfflinePreLearner is fork.OfflinePreLearner
-
-
 @pytest.mark.parametrize("compression", [None, "zstd"])
-def test_decodes_fork_files(tmp_path, episodes, compression):
+def test_decodes_writer_files(tmp_path, episodes, compression):
     env = gym.make("CartPole-v1")
     (file,) = write_episodes(
         episodes,
@@ -81,9 +75,9 @@ def test_decodes_fork_files(tmp_path, episodes, compression):
     _check_output(out)
 
 
-def test_decodes_upstream_files(tmp_path, episodes):
-    write_upstream_style(episodes, str(tmp_path / "upstream.parquet"))
-    out = _prelearner(tmp_path)(_batch_from_files(tmp_path / "upstream.parquet"))
+def test_decodes_plain_msgpack_files(tmp_path, episodes):
+    write_msgpack_episodes(episodes, str(tmp_path / "msgpack.parquet"))
+    out = _prelearner(tmp_path)(_batch_from_files(tmp_path / "msgpack.parquet"))
     _check_output(out)
 
 

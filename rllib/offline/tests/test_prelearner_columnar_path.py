@@ -1,14 +1,14 @@
-"""The columnar path's batches equal upstream's per-episode path's.
+"""The columnar path's batches equal the per-episode path's.
 
 Both prelearners get the same payloads and the same random draws: the
-sampling generators of the columnar buffer and of upstream's
+sampling generators of the columnar buffer and of the per-episode path's
 `EpisodeReplayBuffer` (which a custom `prelearner_buffer_class` keeps in use)
 are replaced by one script of values (timestep indices and n-steps), and the
-per-episode path adds the episodes in batch order (upstream adds a set, whose
-order is arbitrary). Every output column must then match in dtype, shape and
-value. MARWIL's rows carry value-target inputs on both paths, the same for
-any `gamma`, `offline_value_horizon` and `n_step`. No Ray cluster: the
-prelearner is a plain callable.
+per-episode path adds the episodes in batch order (`_validate_episodes` gives
+a set, whose order is arbitrary). Every output column must then match in
+dtype, shape and value. MARWIL's rows carry value-target inputs on both paths,
+the same for any `gamma`, `offline_value_horizon` and `n_step`. No Ray
+cluster: the prelearner is a plain callable.
 """
 
 import logging
@@ -41,8 +41,8 @@ from rllib.utils.postprocessing.bootstrapped_returns import (
 BATCH_SIZE = 256
 
 
-class UpstreamBuffer(EpisodeReplayBuffer):
-    """A custom buffer class: the prelearner keeps upstream's per-episode path."""
+class EpisodeObjectBuffer(EpisodeReplayBuffer):
+    """A custom buffer class: the prelearner keeps the per-episode path."""
 
 
 class ScriptedRng:
@@ -104,7 +104,7 @@ def _prelearner(
         .offline_data(
             input_="/nonexistent",
             input_read_episodes=True,
-            prelearner_buffer_class=None if fast else UpstreamBuffer,
+            prelearner_buffer_class=None if fast else EpisodeObjectBuffer,
         )
     )
     if module is not None:
@@ -160,7 +160,7 @@ def _run_both(
     fast = _prelearner(algo, obs_space, action_space, True, module, **settings)
     general = _prelearner(algo, obs_space, action_space, False, module, **settings)
     assert fast.uses_columnar_path and not general.uses_columnar_path
-    # Upstream adds a set of episodes; keep the batch order here instead.
+    # `_validate_episodes` gives a set of episodes; keep the batch order here.
     general._validate_episodes = list
     starts, n_steps = _script(episodes, n_step, seed)
     fast.columnar_buffer.rng = ScriptedRng(starts, n_steps)
@@ -203,7 +203,7 @@ def test_cartpole_batches_match(algo, to_numpy):
 @pytest.mark.parametrize("algo", ["bc", "marwil"])
 @pytest.mark.parametrize("n_step", [3, (1, 6)])
 def test_n_step_batches_match(algo, n_step):
-    """n-step sums, overshooting ends and upstream's item counter agree."""
+    """n-step sums, overshooting ends and `EpisodeReplayBuffer`'s item counter agree."""
     data = _cartpole(max_steps=12)
     out_fast, out_general = _run_both(algo, data, n_step=n_step)
     _assert_same(out_fast, out_general)
@@ -215,8 +215,8 @@ def test_n_step_batches_match(algo, n_step):
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_n_step_rewards_use_config_gamma(fast):
-    """`config.gamma` = 0.5 discounts the 3-step rewards on both paths (upstream's
-    prelearner passes no gamma, so its buffer would discount with 0.99).
+    """`config.gamma` = 0.5 discounts the 3-step rewards on both paths (ray 2.60's
+    prelearner passed no gamma, so its buffer discounted with 0.99).
 
     Rewards 1, 2, 4, 8, 16 over 5 terminated steps; the observation at step
     `t` is `t`, so each row tells its start.
@@ -269,7 +269,7 @@ def test_value_target_inputs_mean_the_same_on_both_paths(n_step, horizon):
     """`config.gamma` and the horizon on both paths, whatever the n-step.
 
     The per-episode path used to bootstrap one step after each sampled
-    slice, with the n-step reward discounted by upstream's default 0.99.
+    slice, with the n-step reward discounted by the buffer's default 0.99.
     """
     gamma = 0.9
     data = _cartpole(max_steps=12)
@@ -325,7 +325,7 @@ def test_every_space_kind_matches(algo, name, to_numpy):
             made.append(episode.to_numpy() if numpy else episode)
         return made
 
-    # Upstream's `SingleAgentEpisode.slice` fails on numpy-ized episodes with
+    # `SingleAgentEpisode.slice` (ray 2.60) fails on numpy-ized episodes with
     # a Tuple action space (it takes the tuple's length for the number of
     # steps), so the general path gets the same episodes as lists there.
     general = None
@@ -447,9 +447,9 @@ def test_corrupt_payload_still_names_its_row():
 
 
 def test_falls_back_and_says_why_once(caplog, monkeypatch):
-    import rllib.offline.offline_prelearner as fork_prelearner
+    import rllib.offline.offline_prelearner as prelearner_module
 
-    monkeypatch.setattr(fork_prelearner, "_LOGGED", set())
+    monkeypatch.setattr(prelearner_module, "_LOGGED", set())
     obs_space, action_space, _ = _cartpole(num_episodes=1)
     with caplog.at_level(
         logging.WARNING, logger="ray.rllib.offline.offline_prelearner"

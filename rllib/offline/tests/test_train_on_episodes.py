@@ -1,4 +1,4 @@
-"""BC trains on episode files: fork-written (compressed) and hand-rolled ones.
+"""BC trains on episode files: `EpisodeWriter`-written (compressed) and hand-rolled.
 
 Uses the shared local Ray cluster (`ray_cluster` fixture).
 """
@@ -22,20 +22,20 @@ from rllib.offline.tests.episode_factory import cartpole_episodes
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
-def test_bc_trains_on_fork_and_hand_rolled_files(ray_cluster, tmp_path):
+def test_bc_trains_on_writer_and_hand_rolled_files(ray_cluster, tmp_path):
     import msgpack_numpy as mnp
 
     ray = ray_cluster
     env, episodes = cartpole_episodes(8, max_steps=100)
     write_episodes(
         episodes[:4],
-        tmp_path / "fork",
+        tmp_path / "writer",
         observation_space=env.observation_space,
         action_space=env.action_space,
         compression="zstd",
         max_rows_per_file=2,
     )
-    # The hand-rolled recipe from the issue, verbatim (also upstream's layout).
+    # The hand-rolled recipe from the issue, verbatim (also ray 2.60's layout).
     payloads = [mnp.packb(ep.get_state(), default=mnp.encode) for ep in episodes[4:]]
     ray.data.from_items(payloads).write_parquet(
         str(tmp_path / "hand_rolled"), compression="gzip"

@@ -1,7 +1,7 @@
 """BC learns from expert CartPole episodes streamed through Ray Data.
 
 A real run: episode files on disk, the shared local Ray cluster, Ray Data
-calling the fork's `OfflinePreLearner` in its actors (a custom
+calling RLlib's `OfflinePreLearner` in its actors (a custom
 `prelearner_class` keeps the data streaming). A subclass that only counts
 columnar-path calls (one file per call) shows the batches came from there.
 """

@@ -72,9 +72,9 @@ def _update(learner, batch):
     )
 
 
-def test_update_rate_upstream_default_means_the_forks():
-    """The config keeps upstream's default (1e-8); the Learner reads it as
-    the fork's rate. Any other configured rate is used as given."""
+def test_default_update_rate_means_the_advantage_norm_rate():
+    """The config keeps its ray 2.60 default (1e-8); the Learner reads it as
+    `ADVANTAGE_NORM_UPDATE_RATE`. Any other configured rate is used as given."""
     assert MARWILConfig().moving_average_sqd_adv_norm_update_rate == 1e-8
     assert update_rate(MARWILConfig()) == ADVANTAGE_NORM_UPDATE_RATE
     explicit = MARWILConfig().training(moving_average_sqd_adv_norm_update_rate=0.3)
@@ -148,7 +148,7 @@ def test_direct_loss_call_uses_the_configured_start_and_clips():
     # Every advantage / 1e-3 is far above the clip: all weights are exp(20).
     expected = -float(torch.exp(torch.tensor(MAX_EXPONENT)) * log_probs.detach().mean())
     assert policy_loss == pytest.approx(expected, rel=1e-4)
-    # Before any update the value loss is upstream's (no value-target scale
+    # Before any update the value loss is ray 2.60's (no value-target scale
     # yet): total = policy_loss + vf_coeff * 0.5 * mean(A**2).
     advantages = batch[Postprocessing.VALUE_TARGETS] - module.compute_values(batch)
     vf_loss = 0.5 * float((advantages.detach() ** 2).mean())
@@ -160,7 +160,7 @@ def test_direct_loss_call_uses_the_configured_start_and_clips():
 def test_value_loss_is_divided_by_the_value_target_scale():
     """The total loss is `policy_loss + vf_coeff * vf_loss / scale`, where the
     scale starts at the first batch's mean squared value target; `vf_loss` is
-    reported unscaled, as upstream reports it."""
+    reported unscaled, as ray 2.60 reported it."""
     config, learner = _learner(vf_coeff=0.5)
     batch = _batch(64, 1.0, seed=4)
     probe = {k: v.clone() for k, v in batch.items()}
@@ -194,10 +194,10 @@ def test_statistics_round_trip_through_the_learner_state(caplog):
     fresh.set_state(state)
     assert fresh.get_state()[STATE_KEY] == state[STATE_KEY]
 
-    # A state without the statistics (saved upstream) starts them fresh.
-    upstream_state = {k: v for k, v in state.items() if k != STATE_KEY}
+    # A state without the statistics (saved by ray 2.60) starts them fresh.
+    state_without_statistics = {k: v for k, v in state.items() if k != STATE_KEY}
     with caplog.at_level("WARNING"):
-        fresh.set_state(upstream_state)
+        fresh.set_state(state_without_statistics)
     assert "start fresh" in caplog.text
     batch = _batch(64, 1.0, seed=7)
     probe = {k: v.clone() for k, v in batch.items()}

@@ -190,9 +190,9 @@ def write_episodes_for_test(
 ) -> str:
     """Writes episodes where `input_read_episodes=True` reads them; returns the dir.
 
-    Uses the fork's `write_episodes` when `use_episode_writer` and it exists,
-    else the stock format (a parquet file with one msgpack'd episode state per
-    row in `item`), which upstream reads too.
+    Uses RLlib's `write_episodes` when `use_episode_writer` and it exists, else
+    the plain msgpack format (a parquet file with one msgpack'd episode state
+    per row in `item`), which ray 2.60 reads too.
     """
     os.makedirs(path, exist_ok=True)
     write_episodes = None

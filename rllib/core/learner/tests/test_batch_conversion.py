@@ -1,4 +1,7 @@
-"""The tree-aware conversion check, and upstream's conversion passing it (no Ray)."""
+"""The tree-aware conversion check, and TorchLearner's conversion passing it.
+
+No Ray.
+"""
 
 import sys
 import types
@@ -162,8 +165,8 @@ def test_multi_agent_batch_is_walked():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_upstream_conversion_keeps_structure_and_passes_the_check(device):
-    # The fork checks; upstream's `TorchLearner._convert_batch_type` converts.
+def test_torch_learner_conversion_keeps_structure_and_passes_the_check(device):
+    # `needs_conversion` checks; `TorchLearner._convert_batch_type` converts.
     learner = types.SimpleNamespace(_device=torch.device(device))
     batch = MultiAgentBatch({"p0": SampleBatch(_nested_obs(_np))}, env_steps=7)
     assert needs_conversion(batch, device)

@@ -143,7 +143,7 @@ def test_offline_evaluation_of_marwil(ray_cluster, episode_dir):
         results = algo.train()
     finally:
         algo.stop()
-    # Upstream 2.60 fails before reporting any (KeyError on its results).
+    # Ray 2.60 failed before reporting any (KeyError on its results).
     losses = results["evaluation"]["offline_eval_runners"][DEFAULT_MODULE_ID]
     assert np.isfinite(losses["total_eval_loss"])
     assert np.isfinite(losses["vf_loss"])
@@ -167,10 +167,10 @@ def _train_online_ppo(config):
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("num_learners", [0, 1])
 def test_online_multi_agent_ppo(ray_cluster, num_learners):
-    """The fork's multi-agent offline branches leave online multi-agent PPO as is.
+    """The Learners' multi-agent offline branches leave online multi-agent PPO as is.
 
     (Two Learners are not tried: in ray 2.60 multi-agent PPO with two Learners
-    stalls with and without the fork.)
+    stalls, with or without these offline branches.)
     """
     results = _train_online_ppo(
         PPOConfig()

@@ -31,16 +31,16 @@ def datasets(tmp_path_factory):
     root = tmp_path_factory.mktemp("structured_obs")
     paths = {}
     for kind, space in so.OBS_SPACES.items():
-        # Per-step episodes through the fork's writer; finalized (numpy)
-        # episodes in the stock msgpack format, where tuples used to be lost.
+        # Per-step episodes through RLlib's episode writer; finalized (numpy)
+        # episodes in the plain msgpack format, where tuples used to be lost.
         paths[kind, "writer"] = so.write_episodes_for_test(
             so.make_episodes(space, to_numpy=False),
             str(root / kind / "writer"),
             space,
         )
-        paths[kind, "stock"] = so.write_episodes_for_test(
+        paths[kind, "msgpack"] = so.write_episodes_for_test(
             so.make_episodes(space, to_numpy=True),
-            str(root / kind / "stock"),
+            str(root / kind / "msgpack"),
             space,
             use_episode_writer=False,
         )
@@ -146,7 +146,7 @@ def _assert_tensor_leaves_on(seen, device):
 @pytest.mark.parametrize("kind", sorted(so.OBS_SPACES))
 def test_train_structured_obs(ray_cluster, datasets, kind, algo, num_learners):
     # MARWIL's training loss needs Learner state (advantage norms) that the
-    # offline evaluation runner does not have, upstream as in the fork. The
+    # offline evaluation runner does not have (as in ray 2.60). The
     # (local) evaluation runner is the same for either number of Learners.
     offline_eval = algo == "BC" and num_learners == 0
     _train_and_check(
@@ -156,9 +156,9 @@ def test_train_structured_obs(ray_cluster, datasets, kind, algo, num_learners):
 
 
 @pytest.mark.timeout(240)
-def test_train_tuple_obs_stock_format(ray_cluster, datasets):
-    # msgpack'd episode states give lists for tuples; the fork rebuilds them.
-    _train_and_check(_config("MARWIL", "tuple", datasets["tuple", "stock"], 0, False))
+def test_train_tuple_obs_msgpack_format(ray_cluster, datasets):
+    # msgpack'd episode states give lists for tuples; they are rebuilt as tuples.
+    _train_and_check(_config("MARWIL", "tuple", datasets["tuple", "msgpack"], 0, False))
 
 
 @pytest.mark.timeout(240)

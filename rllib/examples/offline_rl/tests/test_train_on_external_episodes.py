@@ -92,7 +92,7 @@ def test_checkpoint_restores_the_policy_and_the_learner(run):
 @pytest.mark.timeout(300)
 def test_algorithm_from_checkpoint(run):
     """ray 2.60 fails here for offline-only algorithms (no env runners to sync
-    weights to); the fork restores them."""
+    weights to); `Algorithm.from_checkpoint` restores them."""
     import torch
     from ray.rllib.algorithms.algorithm import Algorithm
 
