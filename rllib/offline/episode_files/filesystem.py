@@ -4,7 +4,7 @@ One resolver for every reader and writer of episode files: a local path, a
 URI (`s3://bucket/dir`), a `pyarrow.fs.FileSystem` or an fsspec filesystem
 (wrapped for pyarrow). `input_filesystem` turns RLlib's
 `config.offline_data(input_filesystem=..., input_filesystem_kwargs=...)` into
-such a filesystem, as upstream's `OfflineData` builds it ("s3", "gcs", "abs").
+such a filesystem ("s3", "gcs", "abs"), for `OfflineData` and the recorders.
 """
 
 import os
@@ -13,13 +13,13 @@ from typing import Any, Dict, Optional, Tuple
 
 import pyarrow.fs as pa_fs
 
-#: The filesystem names RLlib's offline settings accept, as upstream maps them.
+#: The filesystem names RLlib's offline settings accept.
 CLOUD_FILESYSTEMS = ("s3", "gcs", "abs")
 
 
 def cloud_filesystem(name: str, kwargs: Optional[Dict[str, Any]] = None):
     """Builds the filesystem `name` ("s3", "gcs" or "abs") stands for, with
-    `kwargs`, as upstream's `OfflineData` and recorder do."""
+    `kwargs`, for `OfflineData` and the recorders."""
     kwargs = kwargs or {}
     if name == "s3":
         return pa_fs.S3FileSystem(**kwargs)
@@ -35,7 +35,7 @@ def cloud_filesystem(name: str, kwargs: Optional[Dict[str, Any]] = None):
 
 
 def input_filesystem(config) -> Optional[Any]:
-    """The filesystem object `config.input_filesystem` names, as upstream builds it.
+    """The filesystem object `config.input_filesystem` names.
 
     Returns:
         None (infer from the path), a `pyarrow.fs.FileSystem`, or an fsspec

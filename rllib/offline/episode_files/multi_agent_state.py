@@ -94,7 +94,7 @@ def _mapping(pairs: Optional[list], value=lambda v: v, factory=None) -> Dict:
     return defaultdict(factory, items) if factory is not None else items
 
 
-def upstream_state(
+def episode_from_state_args(
     state: Dict[str, Any],
     agent_to_module_mapping_fn: Optional[Callable] = None,
 ) -> Dict[str, Any]:
@@ -151,5 +151,5 @@ def multi_agent_episode_from_state(
             the recorded mapping does not cover; RLlib's default if None.
     """
     return MultiAgentEpisode.from_state(
-        upstream_state(state, agent_to_module_mapping_fn)
+        episode_from_state_args(state, agent_to_module_mapping_fn)
     )

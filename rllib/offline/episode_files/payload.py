@@ -23,7 +23,7 @@ from rllib.offline.episode_files.multi_agent_state import (
 FORMAT_VERSION = 1
 #: Key of the JSON document in the parquet schema metadata.
 METADATA_KEY = b"rllib.episodes"
-#: Column with the serialized episode (the name stock RLlib reads).
+#: Column with the serialized episode (the name `OfflinePreLearner` reads).
 ITEM_COLUMN = "item"
 #: Column with the episode's length in env steps.
 ENV_STEPS_COLUMN = "env_steps"
@@ -98,7 +98,7 @@ def decompress_payload(payload: bytes) -> bytes:
 
 
 def encode_episode(episode: Episode, compression: Optional[str] = None) -> bytes:
-    """Serializes an episode the way stock RLlib reads it, optionally compressed.
+    """Serializes an episode as `OfflinePreLearner` reads it, optionally compressed.
 
     Args:
         episode: The `SingleAgentEpisode` (or `MultiAgentEpisode`) to serialize.

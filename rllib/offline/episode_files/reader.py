@@ -2,8 +2,9 @@
 
 Reads the files `ray.rllib.offline.episode_files.writer.EpisodeWriter` writes, and
 also files that hold only an `item` column of `msgpack` + `msgpack_numpy`
-episode states: upstream's recorder (`output_write_episodes=True`) and the
-common `ray.data.from_items(payloads).write_parquet(...)` recipe.
+episode states: the files RLlib 2.60's recorder writes
+(`output_write_episodes=True`) and the common
+`ray.data.from_items(payloads).write_parquet(...)` recipe.
 
 Example:
 
@@ -119,7 +120,7 @@ def read_file_metadata(
 ) -> Optional[Dict[str, Any]]:
     """Returns the episode metadata of one parquet file, None if it has none.
 
-    Files from upstream's recorder or hand-rolled writers carry none.
+    Files from RLlib 2.60's recorder or hand-rolled writers carry none.
 
     Raises:
         ValueError: If the file was written in a newer format version, or its

@@ -6,7 +6,7 @@ composes one and hands it every `sample()` result. It works the same for
 `SingleAgentEpisode`s and `MultiAgentEpisode`s:
 
 - a finished episode goes to an `EpisodeWriter` (atomic parquet files, spaces
-  in the metadata, the `item` column upstream reads);
+  in the metadata, the `item` column `OfflinePreLearner` reads);
 - a copy of each chunk of a running episode is held and joined with the next
   chunk (`concat_episode`), until the episode ends;
 - an episode the EnvRunner stopped stepping (cut off by an environment reset)
@@ -97,7 +97,7 @@ class RecorderSettings:
 
 
 class RunNames:
-    """Names output like upstream's recorder: one directory per write event.
+    """Names the output files: one directory per write event.
 
     Holds no reference to the EnvRunner: the `EpisodeWriter` keeps its naming
     function alive until the writer is closed.
@@ -113,7 +113,7 @@ class RunNames:
         self._file_id = uuid.uuid4().hex
 
     def run_dir(self) -> str:
-        """`run-<worker:06d>-<run:05d>`, as upstream names it."""
+        """`run-<worker:06d>-<run:05d>`."""
         return f"{self.worker_path}-{self.run:05d}"
 
     def file_name(self, index: int) -> str:
@@ -122,7 +122,7 @@ class RunNames:
 
 
 def output_filesystem(config: AlgorithmConfig) -> Optional[Any]:
-    """The filesystem `config.output_filesystem` names, as upstream's recorder.
+    """The filesystem `config.output_filesystem` names.
 
     Returns:
         None for the filesystem of the output path, else a `gcsfs`, pyarrow S3
@@ -239,7 +239,7 @@ class EpisodeRecorder:
 
         Files go to `<config.output>/<runner.subdir_path>/` (None without an
         env); runs are named after the runner's `worker_index` (0 for a
-        runner built without one: upstream would name it `run-00None`).
+        runner built without one, where RLlib 2.60 wrote `run-00None`).
 
         Args:
             runner: The EnvRunner (its `config`, `env`, `subdir_path` and
