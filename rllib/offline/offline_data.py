@@ -113,7 +113,7 @@ class OfflineData(_upstream.OfflineData):
         if self._streaming_reason is None:
             # Ray Data reads the files only if the data ends up streaming.
             self._set_up_without_reading(config)
-            # Ray starts here, as upstream's Ray Data read starts it.
+            # Ray starts here, as the base class's Ray Data read starts it.
             start_ray_if_needed()
             if any(self._decode_spaces()):
                 # Before anything is decoded (Learners not placed yet: every
@@ -123,14 +123,15 @@ class OfflineData(_upstream.OfflineData):
                 if self._streaming_reason is None:
                     self._start_decoding()
         elif config.input_read_episodes and is_fsspec(config.input_filesystem):
-            # Upstream's set-up refuses fsspec instances; Ray Data reads them.
+            # The base class's set-up refuses fsspec instances; Ray Data reads
+            # them.
             self._set_up_without_reading(config)
-            _ = self.data  # Read now, as upstream's set-up does.
+            _ = self.data  # Read now, as the base class's set-up does.
         else:
             super().__init__(config)
 
     def _set_up_without_reading(self, config) -> None:
-        """Upstream's set-up, with the Ray Data read deferred to `data`."""
+        """The base class's set-up, with the Ray Data read deferred to `data`."""
         self.config = config
         self.is_multi_agent = config.is_multi_agent
         self.path = (
@@ -144,7 +145,7 @@ class OfflineData(_upstream.OfflineData):
         self.data_is_mapped = False
         self.filesystem = config.input_filesystem
         self.filesystem_kwargs = config.input_filesystem_kwargs
-        # As upstream builds it ("s3", "gcs", "abs" with their kwargs).
+        # "s3", "gcs" or "abs" with their kwargs, as the base class builds it.
         self.filesystem_object = input_filesystem(config)
         if is_fsspec(self.filesystem):
             self.filesystem_object = as_pyarrow(self.filesystem_object)
@@ -220,7 +221,7 @@ class OfflineData(_upstream.OfflineData):
             learner_node_ids: Each remote Learner's node, None before they
                 run (then every node one could be placed on counts).
         """
-        # Starts Ray if the user has not (as upstream's read would here).
+        # Starts Ray if the user has not (as the base class's read would here).
         allowance = allowed_bytes(self.config, learner_node_ids)
         if self._plan is None:
             self._plan = EpisodeStore.plan(
@@ -321,9 +322,9 @@ class OfflineData(_upstream.OfflineData):
     def _check_multi_agent_streaming(self, reason: str) -> None:
         """Raises unless the prelearner can stream multi-agent episodes.
 
-        Its columnar path builds each module's batch; upstream's prelearner
-        (custom classes built on it, stateful modules) has no multi-agent
-        support. With several Learners every Learner must get every module's
+        Its columnar path builds each module's batch; its per-episode path
+        (stateful modules) and prelearner classes not built on it have no
+        multi-agent support. With several Learners every Learner must get every module's
         batch at every update (DDP), which only the in-memory shards ensure.
         """
         prelearner_class = self.config.prelearner_class or OfflinePreLearner
@@ -348,7 +349,8 @@ class OfflineData(_upstream.OfflineData):
         )
 
     def _stateful_module_reason(self) -> Optional[str]:
-        """Stateful modules train on sequences: upstream's sampler serves them."""
+        """Stateful modules train on sequences, which only the per-episode path
+        (`EpisodeReplayBuffer`) samples."""
         learner = self.learner_handles[0] if self.learner_handles else None
         module = getattr(learner, "module", None)
         if module is None:
@@ -387,7 +389,7 @@ class OfflineData(_upstream.OfflineData):
         return self._local_sampler.sample(num_samples)
 
     def _sample_streaming(self, num_samples, return_iterator, num_shards, module_state):
-        """Upstream's streaming pipeline; Learners compute the value targets."""
+        """The base class's Ray Data pipeline; Learners compute the value targets."""
         if not self.data_is_mapped:
             if not module_state:
                 module_state = self._learner_module_state(num_shards)

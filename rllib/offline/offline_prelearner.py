@@ -109,12 +109,12 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
             with this prelearner's module copy where the pipeline needs them.
             `OfflineData` passes False: its Learners compute them
             with their live module. Calling a prelearner directly keeps the
-            default, so its batches carry targets as upstream's do.
+            default, so its batches carry targets as the base class's do.
         fork_stamp: The `fork_stamp()` of the process that set up the data
             pipeline; a Ray Data worker without the same fork refuses to
             run (`rllib._fork.cluster_check`).
-        args: Positional arguments, as upstream's `OfflinePreLearner`.
-        kwargs: Keyword arguments, as upstream's `OfflinePreLearner`.
+        args: Positional arguments, as the base class takes them.
+        kwargs: Keyword arguments, as the base class takes them.
     """
 
     def __init__(
@@ -139,8 +139,8 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
             if self._module.is_stateful():
                 log_once(
                     "Stateful module; GAE stays in the OfflinePreLearner "
-                    "(upstream behaviour: value targets from the prelearner's "
-                    "module copy, one-step bootstraps)."
+                    "(value targets from the prelearner's module copy, "
+                    "one-step bootstraps)."
                 )
             else:
                 self._rows_carry_value_target_inputs = True
@@ -156,8 +156,8 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
 
         Stateful modules (they sample sequences), custom prelearner buffers,
         subclasses that override the per-episode methods and configs without
-        an observation space keep upstream's per-episode path; the reason is
-        logged once.
+        an observation space keep the per-episode path (the base class's
+        `EpisodeReplayBuffer` sampling); the reason is logged once.
         """
         if not self.config.input_read_episodes:
             return
@@ -171,7 +171,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         if reason is not None:
             log_once(
                 "The OfflinePreLearner samples episode objects "
-                f"(upstream's path): {reason}."
+                f"(the per-episode path): {reason}."
             )
             return
         self._batch_builder, builder_reason = make_batch_builder(
@@ -182,7 +182,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
                 "Train batches are built through the connector "
                 f"pipeline ({builder_reason})."
             )
-        # Upstream's default capacity for the prelearner's buffer.
+        # The default capacity of the base class's `episode_buffer`.
         capacity = self.config.prelearner_buffer_kwargs.get(
             "capacity", self.config.train_batch_size_per_learner * 10
         )
@@ -337,7 +337,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
     def _buffer_and_sample(
         self, episodes: List[SingleAgentEpisode]
     ) -> List[SingleAgentEpisode]:
-        """Upstream's `_postprocess_and_sample`; with value targets, every
+        """`_postprocess_and_sample`; with value targets, every
         sampled step gets the inputs of its step in the whole episode
         (`config.gamma`, the horizon), the same as on the columnar path."""
         if not self._rows_carry_value_target_inputs:
@@ -371,9 +371,9 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
     def _postprocess_and_sample(
         self, episodes: List[SingleAgentEpisode]
     ) -> List[SingleAgentEpisode]:
-        """Upstream's, except that n-step rewards are discounted with
-        `config.gamma` (upstream's passes no `gamma`: its buffer's default
-        0.99 applies), as on the columnar path."""
+        """As the base class samples, except that n-step rewards are discounted
+        with `config.gamma` (the base class passes no `gamma`, so the buffer's
+        default 0.99 applies), as on the columnar path."""
         episodes = self._validate_episodes(episodes)
         if (
             self._module.is_stateful()
@@ -495,7 +495,7 @@ def _add_slice_value_target_inputs(episode: SingleAgentEpisode, gamma: float):
 
     For tabular rows (one-step episodes) and slices of episodes the
     prelearner does not hold whole: `r_t + gamma * V(s_{t+1})` for a
-    one-step slice, as upstream's GAE over such slices gives.
+    one-step slice, as `GeneralAdvantageEstimation` over such slices gives.
     """
     length = len(episode)
     if not length:

@@ -1,7 +1,9 @@
 """Turns sampled transitions into the Learner connector's train batch.
 
-Upstream turns each sampled transition into a one-step `SingleAgentEpisode`
-and runs the Learner connector pipeline over them, one episode at a time. For
+The per-episode path (`EpisodeReplayBuffer` sampling in the
+`OfflinePreLearner`) turns each sampled transition into a one-step
+`SingleAgentEpisode` and runs the Learner connector pipeline over them, one
+episode at a time. For
 the pipelines BC, MARWIL and the like build, the batch is a fixed function of
 the sampled transitions, so `TransitionBatchBuilder` computes it with array
 operations instead:
@@ -37,8 +39,8 @@ builders then add those columns and drop the GAE piece and the bootstrap
 rows of `AddOneTsToEpisodesAndTruncate`, which only served GAE's value pass.
 
 `ConnectorBatchBuilder` is the fallback for any other pipeline: it builds the
-one-step episodes upstream builds (with the value-target inputs as extra model
-outputs) and runs the connector pipeline on them. `make_batch_builder` picks
+one-step episodes the per-episode path builds (with the value-target inputs as
+extra model outputs) and runs the connector pipeline on them. `make_batch_builder` picks
 the builder and says why the fast one does not apply.
 """
 
@@ -114,8 +116,8 @@ _VALUE_TARGET_COLUMNS = (RETURNS_TO_BOOTSTRAP, BOOTSTRAP_OBS, BOOTSTRAP_DISCOUNT
 
 
 def find_gae_piece(pipeline) -> Optional[GeneralAdvantageEstimation]:
-    """The GAE piece of a connector pipeline (upstream's class or a subclass),
-    or None."""
+    """The GAE piece of a connector pipeline (`GeneralAdvantageEstimation` or a
+    subclass), or None."""
     for piece in getattr(pipeline, "connectors", []) if pipeline else []:
         if isinstance(piece, GeneralAdvantageEstimation):
             return piece
@@ -354,7 +356,8 @@ def make_batch_builder(
 def episodes_from_transitions(
     transitions: SampledTransitions, *, with_value_target_inputs: bool
 ) -> List[SingleAgentEpisode]:
-    """The one-step episodes upstream's sampler returns for these transitions.
+    """The one-step episodes `EpisodeReplayBuffer`'s sampler returns for these
+    transitions.
 
     Each holds `o_t` and the next observation, `a_t`, the n-step reward, the
     done flags, and `n_step` and `weights` as extra model outputs (plus the

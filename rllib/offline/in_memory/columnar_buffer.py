@@ -4,14 +4,14 @@ Two holders share one sampler:
 
 - `ColumnarEpisodeBuffer`: the OfflinePreLearner's buffer when Ray Data
   streams the data. It keeps the semantics the prelearner relies on in
-  upstream's `EpisodeReplayBuffer`: capacity counts timesteps; after each
-  added episode the oldest are evicted while the buffer holds more than
-  `capacity` timesteps and more than one episode; an episode whose id is held
-  (or repeats within one `add()`) is skipped.
+  `EpisodeReplayBuffer`: capacity counts timesteps; after each added episode
+  the oldest are evicted while the buffer holds more than `capacity`
+  timesteps and more than one episode; an episode whose id is held (or
+  repeats within one `add()`) is skipped.
 - A list of `EpisodeBlock`s (the whole dataset, or a Learner's shard of it),
   sampled directly by `sample_transitions`.
 
-`sample_transitions` draws what upstream's
+`sample_transitions` draws what
 `EpisodeReplayBuffer.sample(sample_episodes=True, batch_length_T=None,
 n_step=...)` draws, with the same probabilities:
 
@@ -20,13 +20,13 @@ n_step=...)` draws, with the same probabilities:
   `range(*n_step)` when `n_step` is a tuple.
 - An item covers `m = min(n, T - t)` steps from `t`: its reward is the sum
   of those `m` rewards discounted with the caller's `gamma` (the
-  algorithm's `config.gamma`; upstream's prelearner passes none, so its
-  sampler discounts with its default 0.99), its next observation is the
-  one `m` steps later, and it carries the episode's done flags only if
-  `t + n` lands exactly on the episode's end (upstream's
-  `SingleAgentEpisode.slice` keeps them only then).
-- Items are drawn until the counter upstream uses reaches `num_items` (one
-  per item unless an n-step overshoots an episode's end).
+  algorithm's `config.gamma`; RLlib 2.60's `OfflinePreLearner` passes none,
+  so its buffer discounts with `EpisodeReplayBuffer`'s default 0.99), its
+  next observation is the one `m` steps later, and it carries the episode's
+  done flags only if `t + n` lands exactly on the episode's end
+  (`SingleAgentEpisode.slice` keeps them only then).
+- Items are drawn until `EpisodeReplayBuffer`'s item counter reaches
+  `num_items` (one per item unless an n-step overshoots an episode's end).
 
 With `value_targets=(gamma, horizon)` each item also gets the inputs of its
 value target (see `rllib.utils.postprocessing.bootstrapped_returns`): they
@@ -72,7 +72,7 @@ class SampledTransitions:
     rewards: np.ndarray
     terminateds: np.ndarray
     truncateds: np.ndarray
-    #: The n-step drawn for each item (int64), as upstream reports it.
+    #: The n-step drawn for each item (int64), as `EpisodeReplayBuffer` reports it.
     n_step: np.ndarray
     #: Episode id of each item (object array of str).
     episode_ids: np.ndarray
@@ -98,7 +98,7 @@ def sample_transitions(
 
     Args:
         blocks: The episodes to sample from.
-        num_items: The target of upstream's item counter (the batch size).
+        num_items: The target of the item counter (the batch size).
         rng: The generator to draw with.
         n_step: A fixed n-step, or a `(low, high)` range to draw from (`high`
             excluded).
@@ -143,7 +143,7 @@ class ColumnarEpisodeBuffer:
         capacity: The most timesteps to hold (see the module docstring for the
             eviction rule).
         seed: Seeds the sampling generator; None draws fresh entropy, as
-            upstream's buffer does.
+            `EpisodeReplayBuffer` does.
     """
 
     def __init__(self, capacity: int, *, seed: Optional[int] = None):
@@ -174,8 +174,8 @@ class ColumnarEpisodeBuffer:
         """Adds episodes not yet held, evicting the oldest beyond capacity."""
         skip = set(self._ids)
         for episode in episodes:
-            # An episode without steps has nothing to sample (upstream holds it
-            # but never draws from it).
+            # An episode without steps has nothing to sample
+            # (`EpisodeReplayBuffer` holds it but never draws from it).
             if episode.id_ in skip or len(episode) == 0:
                 continue
             skip.add(episode.id_)
@@ -205,7 +205,8 @@ class ColumnarEpisodeBuffer:
         gamma: float,
         value_targets: Optional[Tuple[float, Optional[int]]] = None,
     ) -> SampledTransitions:
-        """Samples n-step transitions, as upstream's episode sampler does.
+        """Samples n-step transitions, as `EpisodeReplayBuffer`'s episode
+        sampler does.
 
         See `sample_transitions` for the arguments (`gamma` is its
         `n_step_gamma`, required here: the algorithm's `config.gamma`).
@@ -223,10 +224,10 @@ class ColumnarEpisodeBuffer:
 
 
 def _draw(num_items, n_step, blocks, sizes, rng):
-    """Draws (block, flat step, n) until upstream's counter reaches num_items.
+    """Draws (block, flat step, n) until the item counter reaches num_items.
 
-    Upstream adds `min(t + n - 1, T) - t - (n - 1) + 1`, or 1 where that is
-    0, per item: 1 unless the n-step overshoots the episode's end.
+    `EpisodeReplayBuffer` counts `min(t + n - 1, T) - t - (n - 1) + 1`, or 1
+    where that is 0, per item: 1 unless the n-step overshoots the episode's end.
     """
     random_n = isinstance(n_step, tuple)
     total = int(sizes.sum())
@@ -363,9 +364,10 @@ def _in_draw_order(
 
 
 def _discounted_rewards(rewards, step_rows, covered, gamma) -> np.ndarray:
-    """`sum_k gamma^k r_(t+k)` over the covered steps, in upstream's order.
+    """`sum_k gamma^k r_(t+k)` over the covered steps, in
+    `EpisodeReplayBuffer`'s order.
 
-    Upstream runs `scipy.signal.lfilter` over the reversed rewards, i.e.
+    `EpisodeReplayBuffer` runs `scipy.signal.lfilter` over the reversed rewards, i.e.
     `acc = r + gamma * acc` from the last covered step back; the same
     recursion here gives the same floats, in lfilter's output dtype.
     """

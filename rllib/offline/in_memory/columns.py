@@ -13,7 +13,7 @@ function gets the row's `MultiAgentEpisode`, decoded for it).
 
 Only what the train batch can contain is kept: observations, actions,
 rewards and the done flags. Infos and recorded extra model outputs are
-dropped, as upstream's prelearner sampling drops them.
+dropped, as the `OfflinePreLearner`'s per-episode sampling drops them.
 """
 
 import functools

@@ -39,7 +39,7 @@ class Allowance:
 
 
 def start_ray_if_needed() -> None:
-    """Starts Ray as upstream's `OfflineData` does (Ray Data's auto-init)."""
+    """Starts Ray as a Ray Data read does (Ray's auto-init)."""
     from ray._private.auto_init_hook import auto_init_ray
 
     auto_init_ray()

@@ -460,7 +460,7 @@ def test_falls_back_and_says_why_once(caplog, monkeypatch):
     notes = [
         r.message for r in caplog.records if "prelearner_buffer_class" in r.message
     ]
-    assert len(notes) == 1 and "upstream's path" in notes[0]
+    assert len(notes) == 1 and "the per-episode path" in notes[0]
 
 
 def test_subclass_overriding_the_general_path_keeps_it():
