@@ -50,7 +50,7 @@ logger = logging.getLogger("ray." + __name__)
 class OfflineSingleAgentEnvRunner(_upstream.OfflineSingleAgentEnvRunner):
     """Records sampled experiences to files without dropping any.
 
-    Output layout (as upstream): `<config.output>/<env name>/` holds one
+    Output layout: `<config.output>/<env name>/` holds one
     directory per write event, `run-<worker index:06d>-<n:05d>`, where `n`
     counts `sample()` calls (the final write at `stop()` counts as one more).
     Each holds parquet files.
@@ -136,8 +136,8 @@ class OfflineSingleAgentEnvRunner(_upstream.OfflineSingleAgentEnvRunner):
         Running episodes are written as truncated unless
         `write_running_episodes_at_stop=False`. With `output_max_rows_per_file`
         set, the last, partly filled file is committed only if
-        `output_write_remaining_data=True` (as upstream). The final write goes
-        into a run directory of its own, as upstream's.
+        `output_write_remaining_data=True`. The final write goes into a run
+        directory of its own.
 
         Raises:
             OSError: (or the filesystem's error) if writing fails.

@@ -37,7 +37,7 @@ def _create_batch_iterator(self, **kwargs) -> "EvaluationBatchIterator":
 
 
 class EvaluationBatchIterator(MiniBatchRayDataIterator):
-    """Upstream's minibatch iterator, with tensors and value targets checked.
+    """`MiniBatchRayDataIterator`, with tensors and value targets checked.
 
     Args:
         runner: The ``OfflineEvaluationRunner`` (its device, conversion and

@@ -1,13 +1,11 @@
-"""The fork's multi-agent recorder: `OfflineMultiAgentEnvRunner`.
+"""The multi-agent recorder: `OfflineMultiAgentEnvRunner`.
 
-Upstream records single-agent experiences only: its `EnvRunnerGroup` refuses
-`config.output` with a multi-agent config ("Multi-agent recording is not
-supported, yet."). This EnvRunner records `MultiAgentEpisode`s with the
-guarantees of the single-agent recorder (`OfflineSingleAgentEnvRunner`),
-through the same `EpisodeRecorder`: chunks of running episodes are held and
-joined until the episode ends, episodes cut off by a reset, too long ones
-(in segments) and those running at `stop()` are written as truncated, and
-write errors raise. The layout is upstream's:
+This EnvRunner records `MultiAgentEpisode`s with the guarantees of the
+single-agent recorder (`OfflineSingleAgentEnvRunner`), through the same
+`EpisodeRecorder`: chunks of running episodes are held and joined until the
+episode ends, episodes cut off by a reset, too long ones (in segments) and
+those running at `stop()` are written as truncated, and write errors raise.
+The layout is the single-agent recorder's:
 `<output>/<env name>/run-<worker index:06d>-<sample() call:05d>/*.parquet`,
 one episode per row in the `item` column, each agent's spaces in the file
 metadata. `ray.rllib.offline.episode_files.reader.read_episodes` reads the episodes
@@ -15,7 +13,9 @@ back, with the agent-to-module mapping of the recording
 (`episode.module_for(agent_id)`).
 
 `AlgorithmConfig` validation selects this EnvRunner for a
-multi-agent config with `output` set and no `env_runner_cls` of its own.
+multi-agent config with `output` set and no `env_runner_cls` of its own
+(`EnvRunnerGroup` itself picks the single-agent recorder for `output` and
+refuses a multi-agent config: "Multi-agent recording is not supported, yet.").
 """
 
 import logging
@@ -25,7 +25,7 @@ import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
-from ray.rllib.offline import offline_env_runner as _upstream
+from ray.rllib.offline import offline_env_runner as _single_agent_recorder
 from ray.rllib.utils.annotations import override
 from ray.util.annotations import PublicAPI
 
@@ -58,7 +58,7 @@ def _agent_spaces(spaces: Any) -> Optional[Dict[Any, gym.Space]]:
 class OfflineMultiAgentEnvRunner(MultiAgentEnvRunner):
     """Records sampled `MultiAgentEpisode`s to files without dropping any.
 
-    Output layout (as upstream's single-agent recorder): `<config.output>/<env
+    Output layout (as the single-agent recorder's): `<config.output>/<env
     name>/` holds one directory per write event, `run-<worker index:06d>-<n:05d>`,
     where `n` counts `sample()` calls (the final write at `stop()` counts as one
     more). Each row of a file is one episode. Files hold up to
@@ -84,7 +84,7 @@ class OfflineMultiAgentEnvRunner(MultiAgentEnvRunner):
             raise ValueError(COLUMN_OUTPUT_UNSUPPORTED)
         super().__init__(config=config, **kwargs)
         # Held chunks are joined with `concat_episode`: keep the sampled lists,
-        # as upstream's single-agent recorder does.
+        # as the single-agent recorder does.
         self.episodes_to_numpy = False
         self.output_path = self.config.output
         self.subdir_path = self._get_subdir_path() if self.env else None
@@ -104,13 +104,13 @@ class OfflineMultiAgentEnvRunner(MultiAgentEnvRunner):
         self.worker_path = self._run_names.worker_path
 
     def _get_subdir_path(self) -> str:
-        """The env's directory name, as upstream's single-agent recorder names it.
+        """The env's directory name, as the single-agent recorder names it.
 
-        Upstream's method reads only `self.env` (a vector env with `envs`) and
-        `self.config`, which this EnvRunner has too: the class name of the
-        (unwrapped) sub-environment, lower case.
+        `OfflineSingleAgentEnvRunner._get_subdir_path` reads only `self.env` (a
+        vector env with `envs`) and `self.config`, which this EnvRunner has
+        too: the class name of the (unwrapped) sub-environment, lower case.
         """
-        return _upstream.OfflineSingleAgentEnvRunner._get_subdir_path(self)
+        return _single_agent_recorder.OfflineSingleAgentEnvRunner._get_subdir_path(self)
 
     @override(MultiAgentEnvRunner)
     def sample(
