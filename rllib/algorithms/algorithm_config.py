@@ -47,10 +47,10 @@ def _validate_offline_settings(self) -> None:
 
 
 def _select_multi_agent_recorder(config) -> None:
-    """Sets `env_runner_cls` to the fork's multi-agent recorder where it applies.
+    """Sets `env_runner_cls` to the multi-agent recorder where it applies.
 
-    Upstream's `EnvRunnerGroup` picks its single-agent recorder when `output`
-    is set and `env_runner_cls` is None, and raises for multi-agent configs.
+    `EnvRunnerGroup` picks the single-agent recorder when `output` is set and
+    `env_runner_cls` is None, and raises for multi-agent configs.
     """
     if not (
         config.output
@@ -80,7 +80,7 @@ def _take_or_check_recorded_spaces(config, recorded) -> None:
             taken.append(name)
     if taken:
         logger.info(
-            "rllib-fork: %s taken from the episode files under %s.",
+            "%s taken from the episode files under %s.",
             " and ".join(f"`{name}`" for name in taken),
             config.input_,
         )

@@ -1,8 +1,8 @@
 """A Dict-observation CartPole, its scripted controller and a per-key module.
 
 Shared by `train_with_dict_observations.py`, the release learning test and
-the prelearner benchmark. Imports nothing the fork adds, so it also runs with
-the fork disabled (`RLLIB_FORK_DISABLE=1`).
+the prelearner benchmark. Imports only modules RLlib 2.60 has, so the
+benchmark also runs it on RLlib 2.60.
 """
 
 import gymnasium as gym

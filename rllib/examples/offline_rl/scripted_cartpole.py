@@ -74,7 +74,7 @@ def record_episodes(
 def write_hand_rolled_files(
     episodes: List[SingleAgentEpisode], directory, num_files: int = 1
 ) -> List[str]:
-    """Writes `episodes` as users do by hand, without the fork's writer.
+    """Writes `episodes` as users do by hand, without `EpisodeWriter`.
 
     Each row's `item` is `msgpack.packb(episode.get_state(),
     default=msgpack_numpy.encode)` (per-step lists, no recorded spaces);

@@ -20,7 +20,7 @@ Everything goes into `--output-dir` (default `./offline_cartpole_run`):
 - `checkpoint/`: the trained algorithm (`algo.save_to_path`),
 - `results.json`: the metrics of every iteration and a summary,
 - `learning_curve.png`: loss and evaluation return per iteration (`--plot`,
-  needs matplotlib: `pip install -e ".[bench]"`).
+  needs matplotlib: `pip install matplotlib`).
 
 A later run into the same directory replaces these; a directory this example
 did not create must be empty.
@@ -252,7 +252,6 @@ def require_matplotlib() -> None:
     except ImportError as error:
         raise ImportError(
             "`--plot` needs matplotlib, which is not installed. Install it with "
-            '`pip install -e ".[bench]"` (the fork\'s `bench` extra) or '
             "`pip install matplotlib`, or run without `--plot`."
         ) from error
 

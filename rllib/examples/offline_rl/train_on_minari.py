@@ -14,8 +14,8 @@ This example shows the path from a Minari dataset to a trained RLlib policy:
 4. Evaluate the greedy policy in the environment the dataset records
    (`dataset.env_spec`) and print a summary.
 
-Recording needs Minari's `create` extra (jax) besides the fork's `minari`
-extra: `pip install -e ".[minari,minari-create]"`.
+Recording needs Minari's `create` extra (jax) as well as the `minari` extra:
+`pip install -e ".[minari,minari-create]"` in a source checkout.
 
 How to run this script
 ----------------------

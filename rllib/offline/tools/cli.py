@@ -261,7 +261,7 @@ def _add_writer_options(convert: argparse.ArgumentParser) -> None:
         choices=["none", "zstd", "lz4", "gzip", "brotli"],
         default="none",
         help="compression of each episode payload; `none` keeps the files "
-        "readable by stock RLlib (default: none)",
+        "readable by RLlib 2.60 and plain msgpack readers (default: none)",
     )
     convert.add_argument(
         "--parquet-compression",

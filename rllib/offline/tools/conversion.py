@@ -191,8 +191,8 @@ def convert_dataset(
         observation_space: The observation space to record, for sources that
             record none. A source that records another one is an error.
         action_space: Same for actions.
-        compression: Payload compression (None keeps files readable by stock
-            RLlib; "zstd", "lz4", "gzip" or "brotli").
+        compression: Payload compression (None keeps files readable by RLlib
+            2.60 and plain msgpack readers; "zstd", "lz4", "gzip" or "brotli").
         parquet_compression: Parquet page compression.
         max_rows_per_file: Episodes per output file.
         to_numpy: Whether to numpy-ize episodes stored as per-step lists

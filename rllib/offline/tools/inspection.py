@@ -4,7 +4,7 @@
 episodes, steps, return and length statistics, spaces, payload format and size
 on disk. `validate_dataset` reads every row and collects every problem it
 finds, each with its file and row, instead of stopping at the first one.
-Both read the files `EpisodeWriter` writes, upstream's recorder output
+Both read the files `EpisodeWriter` writes, RLlib 2.60's recorder output
 (`output_write_episodes=True`) and hand-rolled files with an `item` column of
 `msgpack` + `msgpack_numpy` episode states.
 

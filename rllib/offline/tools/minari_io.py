@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 MIN_MINARI_VERSION = "0.5.4"
 #: How to install what this module needs.
 INSTALL_HINT = (
-    'pip install "rllib-fork[minari]" (in a checkout of the fork: '
+    'pip install "rllib-fork[minari]" (in a source checkout: '
     'pip install -e ".[minari]")'
 )
 #: Minari's storage backends that `write_minari` writes.

@@ -2,7 +2,7 @@
 
 Per module with ``beta > 0`` a MARWIL Learner keeps
 
-- the moving average of squared advantages (upstream's
+- the moving average of squared advantages (the Learner's
   ``moving_avg_sqd_adv_norms_per_module``), whose root ``c`` normalizes the
   advantages in the weights ``exp(beta * A / c)``;
 - the value-target scale: a moving average of squared value targets, which
@@ -14,8 +14,8 @@ Both start from the first train batch's value and then move at
 :func:`update_rate` per update. With several Learners (DDP) the batch sums
 are all-reduced before the update, so every Learner holds the same values.
 They are saved in the Learner's state under :data:`STATE_KEY`, which
-upstream's ``Learner.set_state`` ignores; a state without it (a checkpoint
-saved upstream) starts them fresh and logs that.
+``Learner.set_state`` ignores; a state without it (a checkpoint saved by
+RLlib 2.60) starts them fresh and logs that.
 """
 
 import logging
@@ -29,10 +29,10 @@ from ray.rllib.evaluation.postprocessing import Postprocessing
 logger = logging.getLogger("ray." + __name__)
 
 #: The rate used where ``moving_average_sqd_adv_norm_update_rate``
-#: keeps upstream's default.
+#: keeps ``MARWILConfig``'s default.
 ADVANTAGE_NORM_UPDATE_RATE = 0.05
 
-#: Upstream's default ``moving_average_sqd_adv_norm_update_rate``: with a
+#: ``MARWILConfig``'s default ``moving_average_sqd_adv_norm_update_rate``: with a
 #: data-initialized average it would freeze the first batch's value.
 UPSTREAM_DEFAULT_UPDATE_RATE = 1e-8
 

@@ -60,7 +60,7 @@ MAX_EXPONENT = 20.0
 def compute_losses(self, *, fwd_out: Dict[str, Any], batch: Dict[str, Any]):
     """Updates MARWIL's statistics from the batch, then computes the losses."""
     advantage_statistics.update(self, batch)
-    return _upstream_compute_losses(self, fwd_out=fwd_out, batch=batch)
+    return _super_compute_losses(self, fwd_out=fwd_out, batch=batch)
 
 
 def compute_loss_for_module(
@@ -139,7 +139,7 @@ def _value_target_scale(learner, module_id, targets) -> torch.Tensor:
     """The value loss's divisor: the kept scale (never below 1e-8), else 1.
 
     Before the first update, and in offline evaluation runners (which borrow
-    this loss but keep no statistics), the value loss is upstream's.
+    this loss but keep no statistics), the value loss is unscaled.
     """
     scales = learner.__dict__.get("_value_target_scales", {})
     if module_id not in scales:
@@ -164,7 +164,7 @@ def _masked_mean_fn(batch, burnin_len: int):
 
 
 def _super(learner):
-    """`super()` of `MARWILTorchLearner` for `learner` (upstream's methods)."""
+    """`super()` of `MARWILTorchLearner` for `learner` (the methods it inherits)."""
     from ray.rllib.algorithms.marwil.torch.marwil_torch_learner import (
         MARWILTorchLearner,
     )
@@ -172,12 +172,12 @@ def _super(learner):
     return super(MARWILTorchLearner, learner)
 
 
-def _upstream_compute_losses(self, *, fwd_out, batch):
+def _super_compute_losses(self, *, fwd_out, batch):
     return _super(self).compute_losses(fwd_out=fwd_out, batch=batch)
 
 
 def get_state(self, components=None, *, not_components=None, **kwargs):
-    """Upstream's Learner state plus MARWIL's statistics."""
+    """The Learner's state plus MARWIL's statistics."""
     state = _super(self).get_state(components, not_components=not_components, **kwargs)
     key = advantage_statistics.STATE_KEY
     if self._check_component(key, components, not_components):
@@ -186,7 +186,7 @@ def get_state(self, components=None, *, not_components=None, **kwargs):
 
 
 def set_state(self, state) -> None:
-    """Upstream's `set_state`, then MARWIL's statistics (fresh if absent)."""
+    """The Learner's `set_state`, then MARWIL's statistics (fresh if absent)."""
     _super(self).set_state(state)
     advantage_statistics.set_state(
         self, state, full_restore=COMPONENT_OPTIMIZER in state

@@ -179,7 +179,7 @@ def test_output_dir_is_taken_over_only_from_an_earlier_run(tmp_path):
 
 def test_plot_without_matplotlib_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(ImportError, match=r"pip install -e \"\.\[bench\]\""):
+    with pytest.raises(ImportError, match=r"`pip install matplotlib`"):
         example.require_matplotlib()
 
 
