@@ -77,6 +77,10 @@ SERIES: List[Topic] = [
             "Behaviour change: flattened keys of tuple members are '#0', '#1', ..."
         ),
         files=["rllib/utils/__init__.py"],
+        tests=[
+            "rllib/utils/tests/__init__.py",
+            "rllib/utils/tests/test_flatten_dict.py",
+        ],
     ),
     Topic(
         slug="learner-nested-batches",
@@ -111,9 +115,13 @@ SERIES: List[Topic] = [
             "The GAE recursion runs as one `scipy.signal.lfilter` per episode\n"
             "segment instead of a Python loop over steps; results are bit-identical\n"
             "to the loop's (float64), at array speed on long batches.\n\n"
-            "Behaviour change: none (the fork's differential test compares both)."
+            "Behaviour change: none; the test compares with a step-by-step loop."
         ),
         files=["rllib/utils/postprocessing/value_predictions.py"],
+        tests=[
+            "rllib/utils/postprocessing/tests/__init__.py",
+            "rllib/utils/postprocessing/tests/test_value_predictions.py",
+        ],
     ),
     Topic(
         slug="offline-algorithm-restore",
@@ -337,6 +345,12 @@ SERIES: List[Topic] = [
             "rllib/offline/in_memory/store.py": (
                 ("from rllib._fork.cluster_check import RequiresFork\n", ""),
                 ("class EpisodeShard(RequiresFork):", "class EpisodeShard:"),
+                (
+                    "    references keep the blocks alive in the object store. A "
+                    "Learner process\n    without the fork (or with another "
+                    "version) refuses it on arrival.\n",
+                    "    references keep the blocks alive in the object store.\n",
+                ),
             ),
         },
     ),
@@ -480,9 +494,16 @@ SERIES: List[Topic] = [
                     'called: install it with `pip install "minari[arrow,hdf5]"`.',
                 ),
                 (
-                    "    'pip install \"rllib-fork[minari]\" (in a checkout of the fork: '\n"
+                    "    'pip install \"rllib-fork[minari]\" (in a source checkout: '\n"
                     "    'pip install -e \".[minari]\")'\n",
                     "    'pip install \"minari[arrow,hdf5]>=0.5.4\" pillow'\n",
+                ),
+            ),
+            "rllib/offline/tests/test_minari_io.py": (
+                (
+                    """    hint = r'pip install "rllib-fork\\[minari\\]"'""",
+                    '    hint = r\'pip install "minari\\[arrow,hdf5\\]>=0.5.4"'
+                    " pillow'",
                 ),
             ),
             "rllib/examples/offline_rl/train_on_minari.py": (
@@ -511,6 +532,4 @@ FORK_ONLY_TESTS = (
     "rllib/offline/tests/test_data_tools_without_overlay.py",
     "rllib/offline/tests/test_recording_matches_upstream.py",
     "rllib/offline/tests/test_without_ray_init.py",
-    "rllib/utils/postprocessing/tests/test_value_predictions.py",
-    "rllib/utils/tests/test_flatten_dict.py",
 )
