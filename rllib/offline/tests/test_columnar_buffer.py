@@ -236,21 +236,22 @@ HAND_REWARDS = [1.0, 2.0, 4.0, 8.0, 16.0]
 HAND_3_STEP_HALF = {0: 3.0, 1: 6.0, 2: 12.0, 3: 16.0, 4: 16.0}
 
 
+def _hand_episode() -> EpisodeColumns:
+    """Five terminated steps with rewards `HAND_REWARDS`; observation `t` is t."""
+    return EpisodeColumns(
+        id_="hand",
+        observations=np.arange(6, dtype=np.float32)[:, None],
+        actions=np.zeros(5, dtype=np.int64),
+        rewards=np.array(HAND_REWARDS, dtype=np.float32),
+        is_terminated=True,
+        is_truncated=False,
+    )
+
+
 def test_n_step_rewards_are_discounted_with_the_given_gamma():
     """gamma = 0.5, not the 0.99 `EpisodeReplayBuffer` applies when given none."""
     buffer = ColumnarEpisodeBuffer(capacity=100, seed=0)
-    buffer.add(
-        [
-            EpisodeColumns(
-                id_="hand",
-                observations=np.arange(6, dtype=np.float32)[:, None],
-                actions=np.zeros(5, dtype=np.int64),
-                rewards=np.array(HAND_REWARDS, dtype=np.float32),
-                is_terminated=True,
-                is_truncated=False,
-            )
-        ]
-    )
+    buffer.add([_hand_episode()])
     sampled = buffer.sample(200, n_step=3, gamma=0.5)
     assert set(sampled.timesteps.tolist()) == set(HAND_3_STEP_HALF)
     expected = [HAND_3_STEP_HALF[t] for t in sampled.timesteps.tolist()]
@@ -284,18 +285,7 @@ def test_in_memory_sampler_discounts_n_step_rewards_with_config_gamma():
     rl_module = config.get_multi_rl_module_spec(
         spaces={DEFAULT_MODULE_ID: (obs_space, action_space)}, inference_only=False
     ).build()
-    block = EpisodeBlock.from_episodes(
-        [
-            EpisodeColumns(
-                id_="hand",
-                observations=np.arange(6, dtype=np.float32)[:, None],
-                actions=np.zeros(5, dtype=np.int64),
-                rewards=np.array(HAND_REWARDS, dtype=np.float32),
-                is_terminated=True,
-                is_truncated=False,
-            )
-        ]
-    )
+    block = EpisodeBlock.from_episodes([_hand_episode()])
     shard = types.SimpleNamespace(blocks=lambda: [block], index=0)
     sampler = EpisodeShardSampler(
         shard,
