@@ -180,5 +180,27 @@ def test_disabled_in_ray_workers():
     assert data_states == [json.dumps([False, upstream])]
 
 
+def _modules_served_under_ray():
+    replaced = {registry.upstream_name(m) for m in registry.REPLACING_MODULES}
+    added = {"ray." + m for m in registry.NEW_MODULES}
+    return sorted(replaced | added)
+
+
+@pytest.mark.parametrize("upstream_module", _modules_served_under_ray())
+def test_replaced_module_imports_first_in_a_fresh_process(upstream_module):
+    # A Ray worker that unpickles an actor class imports that class's module
+    # before anything else; the overlay must not turn that order into a
+    # circular import (it once did for the offline evaluation runner).
+    line, _ = _run_python(
+        f"""
+        import importlib
+        module = importlib.import_module({upstream_module!r})
+        import rllib
+        print(rllib.is_active())
+        """
+    )
+    assert line == "True"
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main(["-v", __file__]))

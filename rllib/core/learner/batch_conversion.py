@@ -10,20 +10,24 @@ fails for Dict/Tuple observations.
 """
 
 from collections.abc import Mapping
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
 
 import numpy as np
-from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.framework import try_import_torch
 from ray.util.annotations import DeveloperAPI
+
+if TYPE_CHECKING:
+    # Only for annotations: importing ``ray.rllib.core.learner`` here would load
+    # the Learner, which imports this module, while this module is half built.
+    from ray.rllib.core.learner.training_data import TrainingData
 
 torch, _ = try_import_torch()
 
 
 @DeveloperAPI
 def build_train_batch(
-    training_data: TrainingData,
+    training_data: "TrainingData",
     *,
     module,
     learner_connector,
