@@ -1,0 +1,347 @@
+"""One call that runs the chosen estimators on one module's trajectories, or
+on every module of a (multi-agent) RLModule.
+"""
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, Optional, Sequence
+
+import gymnasium as gym
+import numpy as np
+import tree
+from ray.util.annotations import PublicAPI
+
+from rllib.offline.off_policy_estimation.behavior_policy import fitted_behavior_logp
+from rllib.offline.off_policy_estimation.bootstrap import bootstrap_intervals
+from rllib.offline.off_policy_estimation.doubly_robust import doubly_robust_values
+from rllib.offline.off_policy_estimation.fitted_q_evaluation import (
+    FittedQEvaluation,
+    FQEConfig,
+)
+from rllib.offline.off_policy_estimation.importance_sampling import (
+    IMPORTANCE_SAMPLING_ESTIMATORS,
+    cumulative_log_weights,
+    effective_sample_size,
+    estimates_from_log_weights,
+)
+from rllib.offline.off_policy_estimation.target_policy import (
+    RLModuleTargetPolicy,
+    TargetPolicy,
+)
+from rllib.offline.off_policy_estimation.trajectories import (
+    Trajectories,
+    episodes_by_module,
+    trajectories_from_episodes,
+)
+
+ALL_ESTIMATORS = IMPORTANCE_SAMPLING_ESTIMATORS + ("fqe", "dr")
+_NEEDS_RATIOS = set(IMPORTANCE_SAMPLING_ESTIMATORS) | {"dr"}
+_NEEDS_Q = {"fqe", "dr"}
+
+
+@PublicAPI(stability="alpha")
+@dataclass
+class EstimatorResult:
+    """One estimate of the discounted return from the initial states.
+
+    Attributes:
+        value: The estimate.
+        low: Lower end of the bootstrap confidence interval over episodes.
+        high: Upper end.
+    """
+
+    value: float
+    low: float
+    high: float
+
+
+@PublicAPI(stability="alpha")
+@dataclass
+class PolicyValueEstimate:
+    """The estimates for one module.
+
+    Attributes:
+        estimates: Estimator name to `EstimatorResult`.
+        unavailable: Estimator name to why it could not run.
+        behavior_logp_source: "recorded" (the data's `action_logp`),
+            "fitted" (a behaviour model fitted to the data) or "unused".
+        num_episodes: Trajectories evaluated.
+        num_steps: Their recorded steps.
+        logged_return: Mean discounted return of the data (the behaviour
+            policy's own value, for reference).
+        effective_sample_size: Kish's effective number of episodes under the
+            final importance weights (NaN if no ratios were computed).
+    """
+
+    estimates: Dict[str, EstimatorResult]
+    unavailable: Dict[str, str] = field(default_factory=dict)
+    behavior_logp_source: str = "unused"
+    num_episodes: int = 0
+    num_steps: int = 0
+    logged_return: float = float("nan")
+    effective_sample_size: float = float("nan")
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+def _check_actions(trajectories: Trajectories, action_space: gym.Space) -> None:
+    actions = np.asarray(tree.flatten(trajectories.actions)[0])[trajectories.mask]
+    if isinstance(action_space, gym.spaces.Discrete):
+        bad = (actions < action_space.start) | (
+            actions >= action_space.start + action_space.n
+        )
+        if actions.ndim != 1 or bad.any():
+            raise ValueError(
+                f"The logged actions (shape {actions.shape[1:]}, values "
+                f"{np.unique(actions)[:5]}...) do not fit the policy's action space "
+                f"{action_space}; evaluate a policy trained for these episodes' spaces."
+            )
+    elif isinstance(action_space, gym.spaces.Box):
+        if actions.shape[1:] != action_space.shape:
+            raise ValueError(
+                f"The logged actions have shape {actions.shape[1:]}, the policy's "
+                f"action space {action_space} has shape {action_space.shape}; "
+                "evaluate a policy trained for these episodes' spaces."
+            )
+
+
+def _check_observations(trajectories: Trajectories, space: Optional[gym.Space]):
+    if space is None:
+        return
+    first = tree.map_structure(lambda x: x[0, 0], trajectories.observations)
+    try:
+        tree.assert_same_structure(first, space.sample(), check_types=False)
+        shapes_fit = all(
+            np.shape(v) == np.shape(s)
+            for v, s in zip(tree.flatten(first), tree.flatten(space.sample()))
+        )
+    except (ValueError, TypeError):
+        shapes_fit = False
+    if not shapes_fit:
+        raise ValueError(
+            f"The recorded observations ({tree.map_structure(np.shape, first)}) do "
+            f"not fit the policy's observation space {space}; evaluate a policy "
+            "trained for these episodes' spaces."
+        )
+
+
+@PublicAPI(stability="alpha")
+def estimate_policy_value(
+    policy: TargetPolicy,
+    trajectories: Trajectories,
+    *,
+    gamma: float,
+    estimators: Sequence[str] = ALL_ESTIMATORS,
+    observation_space: Optional[gym.Space] = None,
+    fqe_config: Optional[FQEConfig] = None,
+    behavior_logp: str = "auto",
+    max_weight: Optional[float] = None,
+    num_bootstrap: int = 200,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> PolicyValueEstimate:
+    """Estimates `policy`'s discounted return from recorded trajectories.
+
+    Args:
+        policy: The policy to evaluate.
+        trajectories: One module's recorded data.
+        gamma: The discount of the estimated return.
+        estimators: Any of "is", "wis", "pdis", "wpdis", "fqe", "dr".
+        observation_space: The observations' space (one-hot encoding of
+            Discrete leaves in FQE and the behaviour model).
+        fqe_config: Settings of FQE (used by "fqe" and "dr").
+        behavior_logp: "recorded" (the data's `action_logp`; an error if
+            absent), "fitted" (fit a behaviour model) or "auto" (recorded if
+            present, else fitted).
+        max_weight: Clip of the cumulative importance ratios (None: none).
+        num_bootstrap: Bootstrap resamples for the intervals (0: none).
+        confidence: The intervals' coverage.
+        seed: Seeds the bootstrap and the fitted models.
+
+    Raises:
+        ValueError: On an unknown estimator, missing recorded propensities
+            with `behavior_logp="recorded"`, or data that does not fit the
+            policy's spaces.
+    """
+    unknown = [name for name in estimators if name not in ALL_ESTIMATORS]
+    if unknown:
+        raise ValueError(
+            f"Unknown off-policy estimators {unknown}; choose from {ALL_ESTIMATORS}."
+        )
+    if behavior_logp not in ("auto", "recorded", "fitted"):
+        raise ValueError(
+            f"`behavior_logp` must be 'auto', 'recorded' or 'fitted', got "
+            f"{behavior_logp!r}."
+        )
+    _check_actions(trajectories, policy.action_space)
+    _check_observations(trajectories, observation_space)
+    rewards, mask = trajectories.rewards, trajectories.mask
+    discounts = gamma ** np.arange(rewards.shape[1], dtype=np.float64)
+    result = PolicyValueEstimate(
+        estimates={},
+        num_episodes=trajectories.num_episodes,
+        num_steps=trajectories.num_steps,
+        logged_return=float((rewards @ discounts).mean()),
+    )
+    wanted = list(dict.fromkeys(estimators))
+    if policy.deterministic and not policy.is_discrete:
+        for name in [n for n in wanted if n in _NEEDS_RATIOS]:
+            result.unavailable[name] = (
+                "a deterministic policy over continuous actions has no "
+                "probabilities of the logged actions"
+            )
+        wanted = [n for n in wanted if n not in _NEEDS_RATIOS]
+
+    step_obs = trajectories.step_observations()
+    step_actions = tree.map_structure(lambda x: x[mask], trajectories.actions)
+    log_weights = None
+    if any(name in _NEEDS_RATIOS for name in wanted):
+        log_weights = _log_weights(
+            policy,
+            trajectories,
+            step_obs,
+            step_actions,
+            observation_space,
+            behavior_logp,
+            max_weight,
+            seed,
+            result,
+        )
+        result.effective_sample_size = effective_sample_size(log_weights[:, -1])
+
+    fqe = q_logged = state_values = None
+    if any(name in _NEEDS_Q for name in wanted):
+        config = fqe_config or FQEConfig(seed=seed)
+        fqe = FittedQEvaluation(policy, gamma, observation_space, config)
+        fqe.fit(trajectories)
+        initial_values = fqe.initial_state_values(trajectories)
+        if "dr" in wanted:
+            q_logged = np.zeros_like(rewards)
+            state_values = np.zeros_like(rewards)
+            q_logged[mask] = fqe.q_values(step_obs, step_actions)
+            state_values[mask] = fqe.state_values(step_obs)
+
+    def estimates_for(indices: np.ndarray) -> Dict[str, float]:
+        out = {}
+        ratio_names = [n for n in wanted if n in IMPORTANCE_SAMPLING_ESTIMATORS]
+        if ratio_names:
+            values = estimates_from_log_weights(
+                rewards[indices], log_weights[indices], gamma
+            )
+            out.update({name: values[name] for name in ratio_names})
+        if "fqe" in wanted:
+            out["fqe"] = float(initial_values[indices].mean())
+        if "dr" in wanted:
+            out["dr"] = float(
+                doubly_robust_values(
+                    rewards[indices],
+                    mask[indices],
+                    log_weights[indices],
+                    q_logged[indices],
+                    state_values[indices],
+                    gamma,
+                ).mean()
+            )
+        return out
+
+    point = estimates_for(np.arange(trajectories.num_episodes))
+    intervals = bootstrap_intervals(
+        estimates_for,
+        trajectories.num_episodes,
+        num_resamples=num_bootstrap,
+        confidence=confidence,
+        seed=seed,
+    )
+    for name in wanted:
+        low, high = intervals[name]
+        result.estimates[name] = EstimatorResult(point[name], low, high)
+    return result
+
+
+def _log_weights(
+    policy,
+    trajectories,
+    step_obs,
+    step_actions,
+    observation_space,
+    behavior_logp,
+    max_weight,
+    seed,
+    result,
+) -> np.ndarray:
+    mask = trajectories.mask
+    if behavior_logp == "recorded" and trajectories.behavior_logp is None:
+        raise ValueError(
+            "`behavior_logp='recorded'`, but some episodes have no recorded "
+            "`action_logp` (extra model output); use 'fitted' or 'auto'."
+        )
+    if behavior_logp != "fitted" and trajectories.behavior_logp is not None:
+        behavior = trajectories.behavior_logp[mask]
+        result.behavior_logp_source = "recorded"
+    else:
+        behavior = fitted_behavior_logp(
+            step_obs,
+            step_actions,
+            policy.action_space,
+            observation_space,
+            seed=seed,
+        )
+        result.behavior_logp_source = "fitted"
+    log_ratios = np.zeros(mask.shape, np.float64)
+    target = policy.logp(step_obs, step_actions)
+    # 0 * log 0: a target probability of 0 gives ratio 0, whatever mu says.
+    with np.errstate(invalid="ignore"):
+        log_ratios[mask] = np.where(np.isneginf(target), -np.inf, target - behavior)
+    return cumulative_log_weights(log_ratios, mask, max_weight)
+
+
+@PublicAPI(stability="alpha")
+def evaluate_module(
+    module,
+    episodes: Sequence[Any],
+    *,
+    gamma: float,
+    policy_mapping_fn: Optional[Callable] = None,
+    deterministic: bool = False,
+    **kwargs,
+) -> Dict[str, PolicyValueEstimate]:
+    """Off-policy estimates for every module that acts in `episodes`.
+
+    Args:
+        module: A torch RLModule, a MultiRLModule, or a dict from module
+            id to RLModule.
+        episodes: Recorded `SingleAgentEpisode`s and/or `MultiAgentEpisode`s,
+            whole (from their first step).
+        gamma: The discount.
+        policy_mapping_fn: Maps agents of multi-agent episodes without a
+            recorded module to module ids.
+        deterministic: Evaluate each module's deterministic action.
+        **kwargs: Passed to `estimate_policy_value`.
+
+    Returns:
+        Module id to its `PolicyValueEstimate`.
+
+    Raises:
+        ValueError: If the episodes name a module `module` does not have.
+    """
+    grouped = episodes_by_module(episodes, policy_mapping_fn)
+    results = {}
+    for module_id, module_episodes in grouped.items():
+        # A MultiRLModule, or a dict of RLModules by module id.
+        if hasattr(module, "keys"):
+            if module_id not in module:
+                raise ValueError(
+                    f"The episodes hold data of module {module_id!r}, which the "
+                    f"RLModule does not have (it has {sorted(module.keys())})."
+                )
+            sub_module = module[module_id]
+        else:
+            sub_module = module
+        results[module_id] = estimate_policy_value(
+            RLModuleTargetPolicy(sub_module, deterministic=deterministic),
+            trajectories_from_episodes(module_episodes),
+            gamma=gamma,
+            observation_space=sub_module.observation_space,
+            **kwargs,
+        )
+    return results
