@@ -21,6 +21,7 @@ FINGERPRINTS = {
             "ray.rllib.offline.offline_data": "c2d4c1fb8b90778d01acf7227aa78ff20d1062beb593288ed90ee08ac2800caa",
             "ray.rllib.offline.offline_env_runner": "c6e06cb7fda19ff9349adc30d7c8c52216081bb7b2262754a481756de0e3c6f7",
             "ray.rllib.offline.offline_evaluation_runner": "bde1482a666c1c1e79bdf03066dc12987dcbaa3c9100c0e9e61ec12d98fcdcfd",
+            "ray.rllib.offline.offline_policy_evaluation_runner": "af77bb539949ba68568619cc75086c7e7f17ee26b52b75599e561a3864af5cea",
             "ray.rllib.offline.offline_prelearner": "e729e4cb3abcc81f02438fb424645c8a108f6fcd3157475a68fa34acb64191fd",
             "ray.rllib.utils": "0ce3647dd1a74b81015d9ac442ac03d6f7d49e7c0b5fbd9271f7b47da9b8e88d",
             "ray.rllib.utils.postprocessing.value_predictions": "3dceef14f2698e7ce3b647d240f785f6b3d05b015e79edbd778e6a5aa8c6f941",
@@ -57,6 +58,12 @@ FINGERPRINTS = {
             },
             "ray.rllib.offline.offline_evaluation_runner": {
                 "OfflineEvaluationRunner._create_batch_iterator": "e117c1d5db22bb54",
+            },
+            "ray.rllib.offline.offline_policy_evaluation_runner": {
+                "OfflinePolicyEvaluationRunner._create_batch_iterator": "b39b17fbba8ae1ac",
+                "OfflinePolicyEvaluationRunner._evaluate": "06346144d3f6c1a3",
+                "OfflinePolicyEvaluationTypes": "06a8d69ccba2a5dd",
+                "OfflinePolicyPreEvaluator.__call__": "168794cbf9f64d4f",
             },
             "ray.rllib.offline.offline_prelearner": {
                 "OfflinePreLearner": "a6db1e6050a3f589",

@@ -19,6 +19,7 @@ REPLACING_MODULES = (
     "rllib.env.utils.infinite_lookback_buffer",
     "rllib.core.learner.differentiable_learner",
     "rllib.offline.offline_evaluation_runner",
+    "rllib.offline.offline_policy_evaluation_runner",
     "rllib.offline.offline_env_runner",
     "rllib.algorithms.algorithm_config",
     "rllib.algorithms.algorithm",
@@ -31,6 +32,7 @@ NEW_PACKAGES = (
     "rllib.offline.episode_files",
     "rllib.offline.in_memory",
     "rllib.offline.tools",
+    "rllib.offline.off_policy_estimation",
 )
 
 #: Single fork modules that are new upstream: importable as ``ray.<name>`` too.

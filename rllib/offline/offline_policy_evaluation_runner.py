@@ -1,0 +1,202 @@
+"""The fork's changes to ``ray.rllib.offline.offline_policy_evaluation_runner``.
+
+Ray 2.60's importance-sampling evaluation (``offline_evaluation_type`` "is"
+or "pdis") compares the target policy's probability of a freshly sampled
+action with the behaviour probability of the logged one, multiplies
+undiscounted ratios, reads episodes as the sampled chunks of the training
+buffer (which drop ``action_logp``, so it fails with ``KeyError``) and only
+knows the default module. Here:
+
+- ``OfflinePolicyPreEvaluator.__call__``: each row becomes one whole episode
+  (``SingleAgentEpisode`` or ``MultiAgentEpisode``), recorded extra model
+  outputs included, so every row carries all its estimate needs.
+- ``OfflinePolicyEvaluationRunner._create_batch_iterator``: yields those
+  episode objects as they are.
+- ``OfflinePolicyEvaluationRunner._evaluate``: runs
+  :mod:`rllib.offline.off_policy_estimation` per module on the episodes of
+  this round: the target policy's probabilities of the *logged* actions,
+  cumulative ratios, discounted with ``config.gamma``. Behaviour
+  probabilities come from recorded ``action_logp`` when every episode has
+  them, else from a behaviour model fitted to the data.
+- ``OfflinePolicyEvaluationTypes``: adds "wis", "wpdis", "fqe" and "dr".
+
+Metrics: upstream's keys keep their meaning (``episode_return_mean`` is the
+configured estimator's estimate), and ``off_policy_estimation/<module>/``
+holds every estimate computed this round with its bootstrap interval: the
+four importance-sampling estimators always (they share the ratios), "fqe"
+and "dr" when the configured type is one of them.
+"""
+
+from enum import Enum
+from typing import Dict, Iterable, List
+
+import numpy as np
+from ray.rllib.core import ALL_MODULES
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+from ray.rllib.offline.offline_policy_evaluation_runner import (
+    MiniBatchEpisodeRayDataIterator,
+    OfflinePolicyPreEvaluator,
+)
+from ray.rllib.utils.metrics import (
+    DATASET_NUM_ITERS_EVALUATED,
+    DATASET_NUM_ITERS_EVALUATED_LIFETIME,
+    EPISODE_LEN_MEAN,
+    EPISODE_RETURN_MEAN,
+)
+
+from rllib.offline.episode_files.reader import decode_episode
+from rllib.offline.off_policy_estimation import FQEConfig, evaluate_module
+from rllib.offline.off_policy_estimation.importance_sampling import (
+    IMPORTANCE_SAMPLING_ESTIMATORS,
+)
+
+#: Where each round's estimates go in the runner's metrics.
+OFF_POLICY_ESTIMATION = "off_policy_estimation"
+
+
+class OfflinePolicyEvaluationTypes(str, Enum):
+    """Offline evaluation types (``config.evaluation(offline_evaluation_type=)``).
+
+    EVAL_LOSS: The training loss on held-out data.
+    IS: Per-episode importance sampling.
+    PDIS: Per-decision importance sampling.
+    WIS: Weighted (self-normalized) IS.
+    WPDIS: Weighted per-decision IS.
+    FQE: Fitted Q evaluation.
+    DR: Doubly robust on FQE's Q-function.
+    """
+
+    EVAL_LOSS = "eval_loss"
+    IS = "is"
+    PDIS = "pdis"
+    WIS = "wis"
+    WPDIS = "wpdis"
+    FQE = "fqe"
+    DR = "dr"
+
+
+def _pre_evaluate(self, batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """Turns each row of `batch` into one whole episode object.
+
+    Args:
+        self: The ``OfflinePolicyPreEvaluator``.
+        batch: A Ray Data batch of recorded rows.
+    """
+    if self.config.input_read_episodes:
+        episodes = [decode_episode(payload) for payload in batch["item"]]
+    elif self.config.input_read_sample_batches:
+        episodes = OfflinePolicyPreEvaluator._map_sample_batch_to_episode(
+            self._is_multi_agent,
+            batch,
+            to_numpy=True,
+            input_compress_columns=self.config.input_compress_columns,
+        )["episodes"]
+    else:
+        episodes = self._map_to_episodes(batch, to_numpy=True)["episodes"]
+    column = np.empty(len(episodes), dtype=object)
+    column[:] = episodes
+    return {"episodes": column}
+
+
+class EpisodeObjectIterator(MiniBatchEpisodeRayDataIterator):
+    """Yields each minibatch's episodes as a list of episode objects."""
+
+    def _collate_fn(self, _batch):
+        return list(_batch["episodes"])
+
+
+def _create_batch_iterator(self, **kwargs) -> Iterable:
+    """The runner's iterator over its shard, yielding lists of episodes.
+
+    Args:
+        self: The ``OfflinePolicyEvaluationRunner``.
+        **kwargs: Passed to ``DataIterator.iter_batches``.
+    """
+    return EpisodeObjectIterator(
+        iterator=self._dataset_iterator,
+        device=self._device,
+        minibatch_size=self.config.offline_eval_batch_size_per_runner,
+        num_iters=self.config.dataset_num_iters_per_eval_runner,
+        **kwargs,
+    )
+
+
+def _num_steps(episodes: List) -> int:
+    return sum(
+        ep.env_steps() if isinstance(ep, MultiAgentEpisode) else len(ep)
+        for ep in episodes
+    )
+
+
+def _evaluate(self, explore: bool, train: bool) -> Dict:
+    """Estimates each module's discounted return from this round's episodes.
+
+    Args:
+        self: The ``OfflinePolicyEvaluationRunner``.
+        explore: Unused (the target policy is the module's inference action
+            distribution, as in upstream).
+        train: Unused.
+    """
+    episodes, iterations = [], 0
+    for minibatch in self._batch_iterator:
+        episodes.extend(minibatch)
+        iterations += 1
+        self._log_batch_metrics(len(minibatch), _num_steps(minibatch))
+    headline = self._offline_evaluation_type.value
+    estimators = list(IMPORTANCE_SAMPLING_ESTIMATORS)
+    if headline in ("fqe", "dr"):
+        estimators += ["fqe", "dr"]
+    device = str(self._device) if self._device is not None else "cpu"
+    results = evaluate_module(
+        self.module,
+        episodes,
+        gamma=self.config.gamma,
+        policy_mapping_fn=self.config.policy_mapping_fn,
+        estimators=estimators,
+        fqe_config=FQEConfig(device=device, seed=self.config.seed or 0),
+        seed=self.config.seed or 0,
+    )
+    for module_id, result in results.items():
+        key = (OFF_POLICY_ESTIMATION, module_id)
+        for name, estimate in result.estimates.items():
+            for suffix, value in (
+                ("", estimate.value),
+                ("_ci_low", estimate.low),
+                ("_ci_high", estimate.high),
+            ):
+                self.metrics.log_value(key + (name + suffix,), value, window=1)
+        self.metrics.log_value(
+            key + ("behavior_logp_recorded",),
+            float(result.behavior_logp_source == "recorded"),
+            window=1,
+        )
+        for name in ("effective_sample_size", "num_episodes", "logged_return"):
+            self.metrics.log_value(key + (name,), getattr(result, name), window=1)
+        value = result.estimates[headline].value
+        self.metrics.log_value(
+            ("module_episode_return_mean", module_id), value, window=1
+        )
+    if results:
+        mean_value = np.mean([r.estimates[headline].value for r in results.values()])
+        self.metrics.log_value(EPISODE_RETURN_MEAN, float(mean_value), window=1)
+        mean_length = np.mean([r.num_steps / r.num_episodes for r in results.values()])
+        self.metrics.log_value(EPISODE_LEN_MEAN, float(mean_length), window=1)
+    self.metrics.log_value(
+        (ALL_MODULES, DATASET_NUM_ITERS_EVALUATED), iterations, reduce="sum"
+    )
+    self.metrics.log_value(
+        (ALL_MODULES, DATASET_NUM_ITERS_EVALUATED_LIFETIME),
+        iterations,
+        reduce="lifetime_sum",
+    )
+    return self.metrics.reduce()
+
+
+#: Upstream names in ``ray.rllib.offline.offline_policy_evaluation_runner``
+#: that this module replaces.
+REPLACES = {
+    "OfflinePolicyEvaluationTypes": OfflinePolicyEvaluationTypes,
+    "OfflinePolicyPreEvaluator.__call__": _pre_evaluate,
+    "OfflinePolicyEvaluationRunner._create_batch_iterator": _create_batch_iterator,
+    "OfflinePolicyEvaluationRunner._evaluate": _evaluate,
+}
