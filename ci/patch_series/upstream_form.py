@@ -316,6 +316,13 @@ def _replacement(upstream_tree, lines, fork_lines, fork_node, dotted, originals)
     if len(parts) == 1:
         target = _find(upstream_tree.body, parts[0], dotted)
         if isinstance(fork_node, ast.ClassDef):
+            if not any(
+                ast.unparse(b) == f"_upstream.{target.name}" for b in fork_node.bases
+            ):
+                # A class written anew (an Enum with more members cannot
+                # subclass upstream's): it takes upstream's place.
+                _MERGED.add(target.name)
+                return _start(target), target.end_lineno, _source(fork_lines, fork_node)
             try:
                 merged = _merged_class(lines, fork_lines, target, fork_node)
             except _CannotMerge:
