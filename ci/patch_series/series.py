@@ -475,6 +475,53 @@ SERIES: List[Topic] = [
         ),
     ),
     Topic(
+        slug="off-policy-estimation",
+        subject=(
+            "[RLlib] Off-policy estimation from recorded episodes (IS family, FQE,"
+            " DR); fix the is/pdis offline evaluation runner"
+        ),
+        description=(
+            "`OfflinePolicyEvaluationRunner` ('is', 'pdis') fails on episode files\n"
+            "(`KeyError: 'action_logp'`: it reads the training buffer's sampled\n"
+            "chunks), scores a freshly sampled action against the logged action's\n"
+            "behaviour probability, multiplies undiscounted ratios and only knows\n"
+            "the default module. A new package, `offline/off_policy_estimation`,\n"
+            "estimates a policy's discounted return from whole recorded episodes:\n"
+            "per-episode and per-decision IS and their weighted forms (log-space\n"
+            "ratios of the logged actions), fitted Q evaluation for discrete and\n"
+            "continuous actions, and doubly robust on FQE's Q-function (FQE/DR for\n"
+            "continuous actions: #38357), with bootstrap intervals over episodes,\n"
+            "per module. The runner uses it on whole episodes and adds the types\n"
+            "'wis', 'wpdis', 'fqe' and 'dr'.\n\n"
+            "Behaviour change: 'is' and 'pdis' estimates are discounted with\n"
+            "`config.gamma` and use the logged actions; metrics gain\n"
+            "`off_policy_estimation/<module>/...`."
+        ),
+        files=[
+            "rllib/offline/off_policy_estimation/__init__.py",
+            "rllib/offline/off_policy_estimation/trajectories.py",
+            "rllib/offline/off_policy_estimation/target_policy.py",
+            "rllib/offline/off_policy_estimation/features.py",
+            "rllib/offline/off_policy_estimation/importance_sampling.py",
+            "rllib/offline/off_policy_estimation/behavior_policy.py",
+            "rllib/offline/off_policy_estimation/fitted_q_evaluation.py",
+            "rllib/offline/off_policy_estimation/doubly_robust.py",
+            "rllib/offline/off_policy_estimation/bootstrap.py",
+            "rllib/offline/off_policy_estimation/estimate.py",
+            "rllib/offline/offline_policy_evaluation_runner.py",
+        ],
+        tests=[
+            "rllib/offline/off_policy_estimation/tests/__init__.py",
+            "rllib/offline/off_policy_estimation/tests/tiny_mdp.py",
+            "rllib/offline/off_policy_estimation/tests/test_estimators.py",
+            "rllib/offline/tests/test_offline_policy_evaluation_runner.py",
+        ],
+        size_reason=(
+            "A new, self-contained package (one estimator per file) with its\n"
+            "tests; the runner change is the only upstream file touched."
+        ),
+    ),
+    Topic(
         slug="minari",
         subject="[RLlib] Minari datasets: read, write and convert",
         description=(
