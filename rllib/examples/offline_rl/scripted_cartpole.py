@@ -8,6 +8,7 @@ from typing import Callable, List
 
 import gymnasium as gym
 import numpy as np
+from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 
@@ -26,6 +27,7 @@ def record_episodes(
     *,
     epsilon: float = 0.0,
     seed: int = 0,
+    record_logp: bool = False,
 ) -> List[SingleAgentEpisode]:
     """Runs `policy` in `env` and records each run as a finished episode.
 
@@ -36,6 +38,9 @@ def record_episodes(
         epsilon: Share of uniformly random actions (diversifies the data).
         seed: Seeds the resets (`seed + i` for episode `i`) and the random
             actions.
+        record_logp: Record each action's log-probability under this
+            epsilon-greedy behaviour as `action_logp` (Discrete actions), for
+            off-policy evaluation.
 
     Returns:
         The episodes, done (terminated or truncated) and not numpy-ized.
@@ -53,10 +58,17 @@ def record_episodes(
         )
         done = False
         while not done:
+            greedy = policy(obs)
             if rng.random() < epsilon:
                 action = int(env.action_space.sample())
             else:
-                action = policy(obs)
+                action = greedy
+            extra = {}
+            if record_logp:
+                probability = epsilon / env.action_space.n + (1 - epsilon) * (
+                    action == greedy
+                )
+                extra = {Columns.ACTION_LOGP: np.log(probability)}
             obs, reward, terminated, truncated, info = env.step(action)
             episode.add_env_step(
                 obs,
@@ -65,6 +77,7 @@ def record_episodes(
                 infos=info,
                 terminated=terminated,
                 truncated=truncated,
+                extra_model_outputs=extra,
             )
             done = terminated or truncated
         episodes.append(episode)

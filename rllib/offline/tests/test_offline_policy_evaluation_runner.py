@@ -11,7 +11,6 @@ import torch
 from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
-from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib.examples.offline_rl import train_multi_agent_offline as multi_agent
 from rllib.examples.offline_rl.scripted_cartpole import (
@@ -34,27 +33,11 @@ def _scripted(obs):
 def logged_dir(tmp_path_factory):
     """CartPole runs of an epsilon-greedy scripted policy, with `action_logp`."""
     env = gym.make("CartPole-v1")
-    episodes = []
-    for run in record_episodes(env, NUM_EPISODES, _scripted, epsilon=EPSILON):
-        observations = run.get_observations()
-        actions = run.get_actions()
-        greedy = [_scripted(o) for o in observations[:-1]]
-        probs = np.where(np.array(actions) == greedy, 1 - EPSILON / 2, EPSILON / 2)
-        episodes.append(
-            SingleAgentEpisode(
-                observations=observations,
-                actions=actions,
-                rewards=run.get_rewards(),
-                extra_model_outputs={Columns.ACTION_LOGP: list(np.log(probs))},
-                terminated=run.is_terminated,
-                truncated=run.is_truncated,
-                observation_space=env.observation_space,
-                action_space=env.action_space,
-                len_lookback_buffer=0,
-            ).to_numpy()
-        )
+    episodes = record_episodes(
+        env, NUM_EPISODES, _scripted, epsilon=EPSILON, record_logp=True
+    )
     path = tmp_path_factory.mktemp("logged")
-    write_episodes(episodes, str(path))
+    write_episodes([ep.to_numpy() for ep in episodes], str(path))
     return str(path)
 
 
