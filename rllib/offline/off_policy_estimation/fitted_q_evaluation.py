@@ -36,6 +36,10 @@ torch, _ = try_import_torch()
 class FQEConfig:
     """Settings of fitted Q evaluation.
 
+    Each target-network copy moves value one step back along the episodes,
+    so `num_updates / target_update_interval` should exceed the horizon the
+    discount sees, `1 / (1 - gamma)` (500 copies at the defaults).
+
     Attributes:
         hidden_sizes: The Q-network's hidden layers (ReLU); `()` is linear.
         learning_rate: Adam's step size.
@@ -49,10 +53,10 @@ class FQEConfig:
     """
 
     hidden_sizes: Sequence[int] = (256, 256)
-    learning_rate: float = 1e-4
+    learning_rate: float = 3e-4
     batch_size: Optional[int] = 256
     num_updates: int = 10_000
-    target_update_interval: int = 100
+    target_update_interval: int = 20
     num_action_samples: int = 8
     seed: int = 0
     device: str = "cpu"
