@@ -8,6 +8,8 @@ Run it as `python -m ray.rllib.offline.episodes <command> ...`:
   file and row; exits with 1 if it finds any.
 - `convert SRC DST`: re-writes a dataset with `EpisodeWriter` (checked
   episodes, spaces in the metadata, optional compression).
+- `ope --data PATH --checkpoint CKPT ...`: scores checkpoints on the episodes
+  by off-policy evaluation (`ray.rllib.offline.tools.ope_command`).
 
 The work is done by `ray.rllib.offline.tools.inspection` and
 `ray.rllib.offline.tools.conversion`; this module parses arguments and
@@ -35,6 +37,7 @@ from rllib.offline.tools.inspection import (
     dataset_info,
     validate_dataset,
 )
+from rllib.offline.tools.ope_command import add_ope_command, run_ope
 
 #: How to call this command: the `episodes` module next to this package.
 PROG = "python -m " + __name__.rsplit(".", 2)[0] + ".episodes"
@@ -156,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_info_command(commands)
     _add_validate_command(commands)
     _add_convert_command(commands)
+    add_ope_command(commands, _HelpFormatter, _add_progress)
     return parser
 
 
@@ -530,7 +534,16 @@ def _run_convert(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"info": _run_info, "validate": _run_validate, "convert": _run_convert}
+def _run_ope(args: argparse.Namespace) -> int:
+    return run_ope(args, _progress(args))
+
+
+_COMMANDS = {
+    "info": _run_info,
+    "validate": _run_validate,
+    "convert": _run_convert,
+    "ope": _run_ope,
+}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

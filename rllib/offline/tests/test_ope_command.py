@@ -1,0 +1,148 @@
+"""`python -m ray.rllib.offline.episodes ope`: checkpoints scored on episode
+files and on the hand-rolled per-step payloads of ray-project/ray#51747.
+
+No Ray cluster: the checkpoints are RLModule checkpoints written directly.
+"""
+
+import json
+
+import gymnasium as gym
+import pytest
+import torch
+from ray.rllib.algorithms.bc import BCConfig
+
+from rllib.examples.offline_rl.scripted_cartpole import (
+    balance_action,
+    record_episodes,
+    write_hand_rolled_files,
+)
+from rllib.offline.episode_files.reader import read_episodes
+from rllib.offline.episode_files.writer import write_episodes
+from rllib.offline.off_policy_estimation import evaluate_module
+from rllib.offline.tools import cli
+
+ESTIMATORS = "is,wis,pdis,wpdis"
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def episodes():
+    env = gym.make("CartPole-v1")
+    return record_episodes(
+        env,
+        6,
+        lambda obs: balance_action(obs[2], obs[3]),
+        epsilon=0.5,
+        record_logp=True,
+    )
+
+
+def _checkpoint(path, seed):
+    torch.manual_seed(seed)
+    env = gym.make("CartPole-v1")
+    spec = BCConfig().get_default_rl_module_spec()
+    spec.observation_space = env.observation_space
+    spec.action_space = env.action_space
+    module = spec.build()
+    module.save_to_path(str(path))
+    return module
+
+
+def _ope_json(capsys, data, checkpoints, *extra):
+    code = cli.main(
+        ["ope", "--data", str(data), "--checkpoint", *map(str, checkpoints)]
+        + ["--estimators", ESTIMATORS, "--bootstrap", "20", "--json", *extra]
+    )
+    assert code == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_rows_match_the_python_api_and_come_best_first(tmp_path, episodes, capsys):
+    data = tmp_path / "episodes"
+    write_episodes([ep.to_numpy() for ep in episodes], str(data))
+    modules = {
+        tmp_path / f"ckpt{seed}": _checkpoint(tmp_path / f"ckpt{seed}", seed)
+        for seed in range(3)
+    }
+    rows = _ope_json(capsys, data, list(modules), "--rank-by", "wis")
+    assert len(rows) == 3
+    wis = [row["estimates"]["wis"]["value"] for row in rows]
+    assert wis == sorted(wis, reverse=True)
+    for row in rows:
+        expected = evaluate_module(
+            modules[tmp_path / row["checkpoint"].rsplit("/", 1)[1]],
+            list(read_episodes(str(data))),
+            gamma=0.99,
+            estimators=ESTIMATORS.split(","),
+            num_bootstrap=20,
+        )["default_policy"]
+        assert row["behavior_logp_source"] == "recorded"
+        assert row["num_episodes"] == 6
+        for name in ESTIMATORS.split(","):
+            assert row["estimates"][name]["value"] == pytest.approx(
+                expected.estimates[name].value, rel=1e-6
+            )
+
+
+def test_hand_rolled_payloads_without_propensities(tmp_path, episodes, capsys):
+    # The seed's recipe: msgpack'ed per-step lists, no `action_logp` kept.
+    for episode in episodes:
+        episode.extra_model_outputs.clear()
+    write_hand_rolled_files(episodes, tmp_path)
+    checkpoint = tmp_path / "ckpt"
+    _checkpoint(checkpoint, 0)
+    (row,) = _ope_json(capsys, tmp_path, [checkpoint])
+    assert row["behavior_logp_source"] == "fitted"
+    assert row["num_episodes"] == len(episodes)
+    assert row["estimates"]["wis"]["low"] <= row["estimates"]["wis"]["value"]
+
+
+def test_table_output(tmp_path, episodes, capsys):
+    data = tmp_path / "episodes"
+    write_episodes([ep.to_numpy() for ep in episodes], str(data))
+    checkpoint = tmp_path / "ckpt"
+    _checkpoint(checkpoint, 0)
+    assert (
+        cli.main(
+            ["ope", "--data", str(data), "--checkpoint", str(checkpoint)]
+            + ["--estimators", "wis", "--bootstrap", "0"]
+        )
+        == 0
+    )
+    header, rule, row = capsys.readouterr().out.splitlines()[:3]
+    assert header.split()[:3] == ["checkpoint", "module", "wis"]
+    assert set(rule.replace(" ", "")) == {"-"}
+    assert row.split()[:2] == [str(checkpoint), "default_policy"]
+
+
+def test_bad_arguments_fail_clearly(tmp_path, episodes, capsys):
+    data = tmp_path / "episodes"
+    write_episodes([ep.to_numpy() for ep in episodes], str(data))
+    missing = tmp_path / "nowhere"
+    assert cli.main(["ope", "--data", str(data), "--checkpoint", str(missing)]) == 2
+    assert f"`--checkpoint {missing}`: no such directory" in capsys.readouterr().err
+    not_a_checkpoint = tmp_path / "empty"
+    not_a_checkpoint.mkdir()
+    assert (
+        cli.main(["ope", "--data", str(data), "--checkpoint", str(not_a_checkpoint)])
+        == 2
+    )
+    assert "holds no loadable RLModule" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(
+            ["ope", "--data", str(data), "--checkpoint", "x", "--estimators", "magic"]
+        )
+    assert "choose from is,wis" in capsys.readouterr().err
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

@@ -1,0 +1,195 @@
+"""The `ope` command: scores checkpoints on recorded episodes, no environment.
+
+`python -m ray.rllib.offline.episodes ope --data DIR --checkpoint CKPT ...`
+loads each checkpoint's RLModules (an Algorithm checkpoint, or an RLModule or
+MultiRLModule checkpoint), estimates every module's discounted return on the
+episodes with :mod:`ray.rllib.offline.off_policy_estimation`, and prints one
+table row per checkpoint and module, best first by the ranking estimator.
+"""
+
+import argparse
+import json
+import os
+from typing import Any, Dict, List
+
+from rllib.offline.episode_files.reader import read_episodes
+from rllib.offline.off_policy_estimation import ALL_ESTIMATORS, FQEConfig
+from rllib.offline.off_policy_estimation.estimate import evaluate_module
+from rllib.offline.tools.inspection import progress_bar
+
+OPE_HELP = """\
+Estimates each checkpoint's discounted return from recorded episodes alone
+(off-policy evaluation), to choose between checkpoints, algorithms or
+hyperparameters without an environment.
+
+Estimators: is, wis, pdis, wpdis (importance sampling; need the policy's
+probabilities, so not for deterministic continuous policies), fqe (fitted Q
+evaluation) and dr (doubly robust on FQE). Behaviour probabilities come from
+the episodes' recorded `action_logp` if every episode has it, else from a
+model fitted to the data (the `mu` column says which). Intervals are
+bootstrap intervals over episodes. The target policy is each module's
+inference action distribution (`--deterministic`: its greedy/mean action).
+"""
+
+#: Where an Algorithm checkpoint keeps its Learner's MultiRLModule.
+_MODULE_IN_ALGORITHM = os.path.join("learner_group", "learner", "rl_module")
+
+
+def _estimators(text: str) -> List[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ALL_ESTIMATORS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"choose from {','.join(ALL_ESTIMATORS)}, got {text!r}"
+        )
+    return names
+
+
+def add_ope_command(commands, formatter_class, add_progress) -> None:
+    """Adds the `ope` sub-command and its arguments."""
+    ope = commands.add_parser(
+        "ope",
+        help="score checkpoints on recorded episodes (off-policy evaluation)",
+        description=OPE_HELP,
+        formatter_class=formatter_class,
+    )
+    ope.add_argument("--data", required=True, nargs="+", metavar="PATH")
+    ope.add_argument(
+        "--checkpoint",
+        required=True,
+        nargs="+",
+        metavar="CKPT",
+        help="Algorithm, MultiRLModule or RLModule checkpoint directories",
+    )
+    ope.add_argument(
+        "--estimators",
+        type=_estimators,
+        default=list(ALL_ESTIMATORS),
+        help=f"comma-separated (default: {','.join(ALL_ESTIMATORS)})",
+    )
+    ope.add_argument(
+        "--rank-by",
+        default=None,
+        help="the estimator that orders the table (default: dr, else the first)",
+    )
+    ope.add_argument("--gamma", type=float, default=0.99, help="discount (0.99)")
+    ope.add_argument(
+        "--fqe-updates", type=int, default=10_000, help="FQE updates (10000)"
+    )
+    ope.add_argument(
+        "--bootstrap", type=int, default=200, help="bootstrap resamples (200)"
+    )
+    ope.add_argument("--deterministic", action="store_true")
+    ope.add_argument("--seed", type=int, default=0)
+    ope.add_argument("--json", action="store_true", help="print JSON, not a table")
+    add_progress(ope)
+
+
+def load_modules(checkpoint: str):
+    """The RLModule or MultiRLModule stored in `checkpoint`.
+
+    Raises:
+        FileNotFoundError: If `checkpoint` is not a directory.
+        ValueError: If it holds no RLModule checkpoint.
+    """
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    if not os.path.isdir(checkpoint):
+        raise FileNotFoundError(f"`--checkpoint {checkpoint}`: no such directory.")
+    inside = os.path.join(checkpoint, _MODULE_IN_ALGORITHM)
+    path = inside if os.path.isdir(inside) else checkpoint
+    try:
+        return RLModule.from_checkpoint(path)
+    except Exception as error:  # Any failure to load names the path.
+        raise ValueError(
+            f"`--checkpoint {checkpoint}` holds no loadable RLModule (looked in "
+            f"{path}): {error}. Pass an Algorithm checkpoint (`algo.save()`) or "
+            "an RLModule/MultiRLModule checkpoint."
+        ) from error
+
+
+def score_checkpoints(args: argparse.Namespace, progress: bool) -> List[Dict]:
+    """One row per checkpoint and module, best first by the ranking estimator."""
+    episodes = [ep for path in args.data for ep in read_episodes(path)]
+    rows = []
+    with progress_bar(len(args.checkpoint), "ope", progress) as bar:
+        for checkpoint in args.checkpoint:
+            module = load_modules(checkpoint)
+            results = evaluate_module(
+                module,
+                episodes,
+                gamma=args.gamma,
+                estimators=args.estimators,
+                deterministic=args.deterministic,
+                fqe_config=FQEConfig(num_updates=args.fqe_updates, seed=args.seed),
+                num_bootstrap=args.bootstrap,
+                seed=args.seed,
+            )
+            for module_id, result in results.items():
+                rows.append(
+                    {"checkpoint": checkpoint, "module": module_id, **result.to_dict()}
+                )
+            bar.update(1)
+    rank = rank_estimator(args)
+    rows.sort(key=lambda r: -_value(r, rank))
+    return rows
+
+
+def rank_estimator(args: argparse.Namespace) -> str:
+    if args.rank_by is not None:
+        if args.rank_by not in args.estimators:
+            raise ValueError(
+                f"`--rank-by {args.rank_by}` is not among `--estimators` "
+                f"{','.join(args.estimators)}."
+            )
+        return args.rank_by
+    return "dr" if "dr" in args.estimators else args.estimators[0]
+
+
+def _value(row: Dict[str, Any], name: str) -> float:
+    estimate = row["estimates"].get(name)
+    return float("-inf") if estimate is None else estimate["value"]
+
+
+def print_table(rows: List[Dict], estimators: List[str]) -> None:
+    header = ["checkpoint", "module", *estimators, "mu", "ESS", "episodes"]
+    table = [header]
+    for row in rows:
+        cells = [row["checkpoint"], row["module"]]
+        for name in estimators:
+            estimate = row["estimates"].get(name)
+            if estimate is None:
+                cells.append("n/a")
+            else:
+                cells.append(
+                    f"{estimate['value']:.4g} "
+                    f"[{estimate['low']:.4g}, {estimate['high']:.4g}]"
+                )
+        cells += [
+            row["behavior_logp_source"],
+            f"{row['effective_sample_size']:.1f}",
+            str(row["num_episodes"]),
+        ]
+        table.append(cells)
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    for i, cells in enumerate(table):
+        print("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    unavailable = {
+        (row["checkpoint"], row["module"]): row["unavailable"]
+        for row in rows
+        if row["unavailable"]
+    }
+    for (checkpoint, module), reasons in unavailable.items():
+        for name, reason in reasons.items():
+            print(f"n/a: {name} for {checkpoint} {module}: {reason}")
+
+
+def run_ope(args: argparse.Namespace, progress: bool) -> int:
+    rows = score_checkpoints(args, progress)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print_table(rows, args.estimators)
+    return 0
