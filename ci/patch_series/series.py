@@ -454,27 +454,6 @@ SERIES: List[Topic] = [
         ),
     ),
     Topic(
-        slug="episode-tools",
-        subject="[RLlib] python -m ray.rllib.offline.episodes: info, validate, convert",
-        description=(
-            "Inspect, check and convert datasets of recorded episodes (the fork's\n"
-            "files, RLlib's recorder output, hand-rolled msgpack files) from the\n"
-            "command line; every problem is reported with its file and row."
-        ),
-        files=[
-            "rllib/offline/tools/__init__.py",
-            "rllib/offline/tools/inspection.py",
-            "rllib/offline/tools/conversion.py",
-            "rllib/offline/tools/cli.py",
-            "rllib/offline/episodes.py",
-        ],
-        tests=["rllib/offline/tests/test_episodes_cli.py"],
-        size_reason=(
-            "A new, self-contained tool: inspection, conversion and the command\n"
-            "line front end are used only together; no upstream file changes."
-        ),
-    ),
-    Topic(
         slug="off-policy-estimation",
         subject=(
             "[RLlib] Off-policy estimation from recorded episodes (IS family, FQE,"
@@ -519,6 +498,37 @@ SERIES: List[Topic] = [
         size_reason=(
             "A new, self-contained package (one estimator per file) with its\n"
             "tests; the runner change is the only upstream file touched."
+        ),
+    ),
+    Topic(
+        slug="episode-tools",
+        subject=(
+            "[RLlib] python -m ray.rllib.offline.episodes: info, validate, convert, ope"
+        ),
+        description=(
+            "Inspect, check and convert datasets of recorded episodes (the fork's\n"
+            "files, RLlib's recorder output, hand-rolled msgpack files) from the\n"
+            "command line; every problem is reported with its file and row. `ope`\n"
+            "scores checkpoints on a dataset by off-policy evaluation, best first;\n"
+            "an example uses it to choose among BC checkpoints."
+        ),
+        files=[
+            "rllib/offline/tools/__init__.py",
+            "rllib/offline/tools/inspection.py",
+            "rllib/offline/tools/conversion.py",
+            "rllib/offline/tools/cli.py",
+            "rllib/offline/tools/ope_command.py",
+            "rllib/offline/episodes.py",
+            "rllib/examples/offline_rl/choose_checkpoint_by_ope.py",
+        ],
+        tests=[
+            "rllib/offline/tests/test_episodes_cli.py",
+            "rllib/offline/tests/test_ope_command.py",
+            "rllib/examples/offline_rl/tests/test_choose_checkpoint_by_ope.py",
+        ],
+        size_reason=(
+            "A new, self-contained tool: inspection, conversion and the command\n"
+            "line front end are used only together; no upstream file changes."
         ),
     ),
     Topic(
