@@ -254,7 +254,8 @@ def estimate_policy_value(
     )
     for name in wanted:
         low, high = intervals[name]
-        result.estimates[name] = EstimatorResult(point[name], low, high)
+        value = float(result.episode_values[name].mean())
+        result.estimates[name] = EstimatorResult(value, low, high)
     return result
 
 

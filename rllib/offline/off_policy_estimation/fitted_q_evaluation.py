@@ -48,6 +48,11 @@ class FQEConfig:
         num_updates: Gradient updates.
         target_update_interval: Updates between target-network copies.
         num_action_samples: Draws of `a' ~ pi(s')` for continuous actions.
+        horizon: The episodes' time limit, when their return ends there (the
+            quantity to estimate is the return of a `horizon`-step episode):
+            the Q-function then also sees the share of steps left, and step
+            `horizon` is final. None (default) treats a truncated episode as
+            cut off from an endless task and bootstraps its last step.
         seed: Seeds the network, the batches and the action draws.
         device: Where the Q-network trains.
     """
@@ -58,8 +63,18 @@ class FQEConfig:
     num_updates: int = 10_000
     target_update_interval: int = 20
     num_action_samples: int = 8
+    horizon: Optional[int] = None
     seed: int = 0
     device: str = "cpu"
+
+
+def with_time_to_go(features, steps, horizon: Optional[int]) -> "torch.Tensor":
+    """`features` with the share of the time limit left as a last column."""
+    if horizon is None:
+        return features
+    steps = torch.as_tensor(np.asarray(steps), device=features.device)
+    left = ((horizon - steps) / horizon).to(features.dtype).view(-1, 1)
+    return torch.cat([features, left], dim=1)
 
 
 class _Transitions:
@@ -70,13 +85,21 @@ class _Transitions:
         num_episodes, horizon = mask.shape
         episode, step = np.nonzero(mask)
         observations = trajectories.observations
-        self.obs = flat_features(
-            tree.map_structure(lambda x: x[episode, step], observations),
-            observation_space,
-            device,
+        self.obs = with_time_to_go(
+            flat_features(
+                tree.map_structure(lambda x: x[episode, step], observations),
+                observation_space,
+                device,
+            ),
+            step,
+            config.horizon,
         )
         next_obs = tree.map_structure(lambda x: x[episode, step + 1], observations)
-        self.next_obs = flat_features(next_obs, observation_space, device)
+        self.next_obs = with_time_to_go(
+            flat_features(next_obs, observation_space, device),
+            step + 1,
+            config.horizon,
+        )
         self.actions = tree.map_structure(
             lambda x: x[episode, step], trajectories.actions
         )
@@ -84,10 +107,10 @@ class _Transitions:
             trajectories.rewards[episode, step], dtype=torch.float32, device=device
         )
         last = step == trajectories.lengths[episode] - 1
-        self.terminal = torch.as_tensor(
-            (last & trajectories.terminated[episode]).astype(np.float32),
-            device=device,
-        )
+        final = last & trajectories.terminated[episode]
+        if config.horizon is not None:
+            final |= step + 1 >= config.horizon
+        self.terminal = torch.as_tensor(final.astype(np.float32), device=device)
         if policy.is_discrete:
             self.next_probs = torch.as_tensor(
                 policy.action_probabilities(next_obs),
@@ -223,11 +246,13 @@ class FittedQEvaluation:
                 self.losses.append(loss.item())
         return self
 
-    def _features(self, observations: Any) -> "torch.Tensor":
+    def _features(self, observations: Any, steps=None) -> "torch.Tensor":
         features = flat_features(
             observations, self.observation_space, self.config.device
         )
-        return self._normalize(features)
+        if steps is None:
+            steps = np.zeros(len(features), np.int64)
+        return self._normalize(with_time_to_go(features, steps, self.config.horizon))
 
     def _normalize(self, features):
         return (features - self._input_mean) / self._input_std
@@ -236,11 +261,14 @@ class FittedQEvaluation:
         if self._q is None:
             raise RuntimeError("Call `FittedQEvaluation.fit(...)` first.")
 
-    def q_values(self, observations: Any, actions: Any) -> np.ndarray:
-        """`Q(s, a)` for a batch, in reward units, `(N,)`."""
+    def q_values(self, observations: Any, actions: Any, steps=None) -> np.ndarray:
+        """`Q(s, a)` for a batch, in reward units, `(N,)`.
+
+        `steps`: each row's step in its episode (with `horizon`; default 0).
+        """
         self._require_fit()
         device = self.config.device
-        obs = self._features(observations)
+        obs = self._features(observations, steps)
         if self.policy.is_discrete:
             acts = torch.as_tensor(np.asarray(actions).reshape(-1), device=device)
         else:
@@ -249,11 +277,14 @@ class FittedQEvaluation:
             q = self._q_of(self._q, obs, acts)
         return q.double().cpu().numpy() * self._reward_scale
 
-    def state_values(self, observations: Any) -> np.ndarray:
-        """`V(s) = E_{a ~ pi(s)} Q(s, a)` for a batch, in reward units, `(N,)`."""
+    def state_values(self, observations: Any, steps=None) -> np.ndarray:
+        """`V(s) = E_{a ~ pi(s)} Q(s, a)` for a batch, in reward units, `(N,)`.
+
+        `steps`: each row's step in its episode (with `horizon`; default 0).
+        """
         self._require_fit()
         device = self.config.device
-        obs = self._features(observations)
+        obs = self._features(observations, steps)
         with torch.no_grad():
             if self.policy.is_discrete:
                 probs = torch.as_tensor(

@@ -77,6 +77,13 @@ def add_ope_command(commands, formatter_class, add_progress) -> None:
         "--fqe-updates", type=int, default=10_000, help="FQE updates (10000)"
     )
     ope.add_argument(
+        "--horizon",
+        type=int,
+        default=None,
+        help="the episodes' time limit, if the return to estimate ends there "
+        "(FQE and DR; default: truncated episodes continue)",
+    )
+    ope.add_argument(
         "--bootstrap", type=int, default=200, help="bootstrap resamples (200)"
     )
     ope.add_argument("--deterministic", action="store_true")
@@ -121,7 +128,9 @@ def score_checkpoints(args: argparse.Namespace, progress: bool) -> List[Dict]:
                 gamma=args.gamma,
                 estimators=args.estimators,
                 deterministic=args.deterministic,
-                fqe_config=FQEConfig(num_updates=args.fqe_updates, seed=args.seed),
+                fqe_config=FQEConfig(
+                    num_updates=args.fqe_updates, horizon=args.horizon, seed=args.seed
+                ),
                 num_bootstrap=args.bootstrap,
                 seed=args.seed,
             )

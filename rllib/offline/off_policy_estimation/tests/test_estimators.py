@@ -316,3 +316,48 @@ if __name__ == "__main__":
     import sys
 
     sys.exit(pytest.main(["-v", __file__]))
+
+
+def _constant_reward_episodes(length, num_episodes=4):
+    return [
+        SingleAgentEpisode(
+            observations=[0] * (length + 1),
+            actions=[0] * length,
+            rewards=[1.0] * length,
+            extra_model_outputs={"action_logp": [0.0] * length},
+            truncated=True,
+            len_lookback_buffer=0,
+        )
+        for _ in range(num_episodes)
+    ]
+
+
+@pytest.mark.parametrize(
+    "horizon, expected",
+    [
+        # Cut at a 3-step time limit: 1 + 0.9 + 0.81.
+        (3, 2.71),
+        # Cut off an endless task: the last step bootstraps, 1 / (1 - 0.9).
+        (None, 10.0),
+    ],
+)
+def test_fqe_horizon_decides_what_a_truncated_end_means(horizon, expected):
+    policy = tiny_mdp.TabularPolicy(probs=[[1.0]])
+    config = FQEConfig(
+        hidden_sizes=(16,),
+        learning_rate=0.01,
+        batch_size=None,
+        num_updates=2000,
+        target_update_interval=10,
+        horizon=horizon,
+    )
+    result = estimate_policy_value(
+        policy,
+        trajectories_from_episodes(_constant_reward_episodes(3)),
+        gamma=0.9,
+        estimators=["fqe"],
+        observation_space=gym.spaces.Discrete(1),
+        fqe_config=config,
+        num_bootstrap=0,
+    )
+    assert result.estimates["fqe"].value == pytest.approx(expected, abs=0.1)
