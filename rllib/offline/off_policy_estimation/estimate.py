@@ -21,7 +21,7 @@ from rllib.offline.off_policy_estimation.importance_sampling import (
     IMPORTANCE_SAMPLING_ESTIMATORS,
     cumulative_log_weights,
     effective_sample_size,
-    estimates_from_log_weights,
+    episode_terms,
 )
 from rllib.offline.off_policy_estimation.target_policy import (
     RLModuleTargetPolicy,
@@ -79,9 +79,18 @@ class PolicyValueEstimate:
     num_steps: int = 0
     logged_return: float = float("nan")
     effective_sample_size: float = float("nan")
+    #: Per estimator, each trajectory's term `(E,)` (their mean is the
+    #: estimate); not part of `to_dict()`.
+    episode_values: Dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: Each trajectory's number of steps, `(E,)`; not part of `to_dict()`.
+    episode_lengths: np.ndarray = field(default=None, repr=False)
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+        """The estimates and statistics as plain Python values (JSON-ready)."""
+        out = asdict(self)
+        out.pop("episode_values")
+        out.pop("episode_lengths")
+        return out
 
 
 def _check_actions(trajectories: Trajectories, action_space: gym.Space) -> None:
@@ -218,33 +227,32 @@ def estimate_policy_value(
         if "dr" in wanted:
             q_logged = np.zeros_like(rewards)
             state_values = np.zeros_like(rewards)
-            q_logged[mask] = fqe.q_values(step_obs, step_actions)
-            state_values[mask] = fqe.state_values(step_obs)
+            steps = np.nonzero(mask)[1]
+            q_logged[mask] = fqe.q_values(step_obs, step_actions, steps)
+            state_values[mask] = fqe.state_values(step_obs, steps)
+
+    def terms_for(indices: np.ndarray) -> Dict[str, np.ndarray]:
+        terms = {}
+        if any(name in IMPORTANCE_SAMPLING_ESTIMATORS for name in wanted):
+            terms.update(episode_terms(rewards[indices], log_weights[indices], gamma))
+        if "fqe" in wanted:
+            terms["fqe"] = initial_values[indices]
+        if "dr" in wanted:
+            terms["dr"] = doubly_robust_values(
+                rewards[indices],
+                mask[indices],
+                log_weights[indices],
+                q_logged[indices],
+                state_values[indices],
+                gamma,
+            )
+        return {name: terms[name] for name in wanted}
 
     def estimates_for(indices: np.ndarray) -> Dict[str, float]:
-        out = {}
-        ratio_names = [n for n in wanted if n in IMPORTANCE_SAMPLING_ESTIMATORS]
-        if ratio_names:
-            values = estimates_from_log_weights(
-                rewards[indices], log_weights[indices], gamma
-            )
-            out.update({name: values[name] for name in ratio_names})
-        if "fqe" in wanted:
-            out["fqe"] = float(initial_values[indices].mean())
-        if "dr" in wanted:
-            out["dr"] = float(
-                doubly_robust_values(
-                    rewards[indices],
-                    mask[indices],
-                    log_weights[indices],
-                    q_logged[indices],
-                    state_values[indices],
-                    gamma,
-                ).mean()
-            )
-        return out
+        return {name: float(v.mean()) for name, v in terms_for(indices).items()}
 
-    point = estimates_for(np.arange(trajectories.num_episodes))
+    result.episode_values = terms_for(np.arange(trajectories.num_episodes))
+    result.episode_lengths = trajectories.lengths
     intervals = bootstrap_intervals(
         estimates_for,
         trajectories.num_episodes,

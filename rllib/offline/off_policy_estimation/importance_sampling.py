@@ -22,7 +22,7 @@ ratio at that value (a biased, lower-variance estimate; off by default).
 from typing import Dict, Optional
 
 import numpy as np
-from scipy.special import logsumexp, softmax
+from scipy.special import logsumexp
 
 IMPORTANCE_SAMPLING_ESTIMATORS = ("is", "wis", "pdis", "wpdis")
 
@@ -59,29 +59,37 @@ def _discounts(horizon: int, gamma: float) -> np.ndarray:
     return gamma ** np.arange(horizon, dtype=np.float64)
 
 
-def _weighted_mean(log_weights: np.ndarray, values: np.ndarray) -> float:
-    # Self-normalized weights; all episodes at weight 0 (-inf) give NaN.
-    if np.all(np.isneginf(log_weights)):
-        return float("nan")
-    return float(softmax(log_weights) @ values)
-
-
-def per_episode_values(
+def episode_terms(
     rewards: np.ndarray, log_weights: np.ndarray, gamma: float
 ) -> Dict[str, np.ndarray]:
-    """Each episode's term of the unweighted estimators, `(E,)` each.
+    """Each episode's term of each estimator, `(E,)`; their means are the
+    estimates.
 
-    The means of these are the ``is`` and ``pdis`` estimates.
+    For the weighted forms the term is `E` times the episode's share of the
+    normalized sum, so every estimator is a mean over episodes (bootstrap
+    and upstream's per-episode metrics rely on it).
+
+    Args:
+        rewards: `(E, T)` rewards, zero past each episode's end.
+        log_weights: `(E, T)` cumulative log ratios `log rho_{0:t}`.
+        gamma: The discount.
     """
+    num_episodes = rewards.shape[0]
     discounts = _discounts(rewards.shape[1], gamma)
     returns = rewards @ discounts
     # Unclipped products can overflow to inf; the estimate is then inf.
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         weights = np.exp(log_weights)
-        return {
+        terms = {
             "is": weights[:, -1] * returns,
             "pdis": (weights * rewards) @ discounts,
         }
+        # Self-normalized over episodes, per step; a step where every weight
+        # is 0 gives NaN.
+        shares = np.exp(log_weights - logsumexp(log_weights, axis=0))
+    terms["wis"] = num_episodes * shares[:, -1] * returns
+    terms["wpdis"] = num_episodes * (shares * rewards) @ discounts
+    return terms
 
 
 def importance_sampling_estimates(
@@ -104,25 +112,8 @@ def importance_sampling_estimates(
         A dict from estimator name to the estimated discounted return.
     """
     log_weights = cumulative_log_weights(log_ratios, mask, max_weight)
-    return estimates_from_log_weights(rewards, log_weights, gamma)
-
-
-def estimates_from_log_weights(
-    rewards: np.ndarray, log_weights: np.ndarray, gamma: float
-) -> Dict[str, float]:
-    """As `importance_sampling_estimates`, from cumulative log weights `(E, T)`."""
-    discounts = _discounts(rewards.shape[1], gamma)
-    terms = per_episode_values(rewards, log_weights, gamma)
-    returns = rewards @ discounts
-    wpdis = 0.0
-    for t in range(rewards.shape[1]):
-        wpdis += discounts[t] * _weighted_mean(log_weights[:, t], rewards[:, t])
-    return {
-        "is": float(terms["is"].mean()),
-        "wis": _weighted_mean(log_weights[:, -1], returns),
-        "pdis": float(terms["pdis"].mean()),
-        "wpdis": float(wpdis),
-    }
+    terms = episode_terms(rewards, log_weights, gamma)
+    return {name: float(values.mean()) for name, values in terms.items()}
 
 
 def effective_sample_size(log_weights: np.ndarray) -> float:
