@@ -493,7 +493,7 @@ SERIES: List[Topic] = [
             "rllib/offline/off_policy_estimation/tests/__init__.py",
             "rllib/offline/off_policy_estimation/tests/tiny_mdp.py",
             "rllib/offline/off_policy_estimation/tests/test_estimators.py",
-            "rllib/offline/tests/test_offline_policy_evaluation_runner.py",
+            "rllib/offline/tests/test_policy_evaluation_estimates.py",
         ],
         size_reason=(
             "A new, self-contained package (one estimator per file) with its\n"

@@ -20,13 +20,16 @@ knows the default module. Here:
   them, else from a behaviour model fitted to the data.
 - ``OfflinePolicyEvaluationTypes``: adds "wis", "wpdis", "fqe" and "dr".
 
-Metrics: upstream's keys keep their meaning (``episode_return_mean`` is the
-configured estimator's estimate), and ``off_policy_estimation/<module>/``
+Metrics: upstream's per-episode keys keep their meaning, each episode's
+"return" being its term of the configured estimator (so
+``episode_return_mean`` is the estimate while the episodes fit the metrics
+window), and ``off_policy_estimation/<module>/``
 holds every estimate computed this round with its bootstrap interval: the
 four importance-sampling estimators always (they share the ratios), "fqe"
 and "dr" when the configured type is one of them.
 """
 
+import math
 from enum import Enum
 from typing import Dict, Iterable, List
 
@@ -40,8 +43,12 @@ from ray.rllib.offline.offline_policy_evaluation_runner import (
 from ray.rllib.utils.metrics import (
     DATASET_NUM_ITERS_EVALUATED,
     DATASET_NUM_ITERS_EVALUATED_LIFETIME,
+    EPISODE_LEN_MAX,
     EPISODE_LEN_MEAN,
+    EPISODE_LEN_MIN,
+    EPISODE_RETURN_MAX,
     EPISODE_RETURN_MEAN,
+    EPISODE_RETURN_MIN,
 )
 
 from rllib.offline.episode_files.reader import decode_episode
@@ -50,8 +57,12 @@ from rllib.offline.off_policy_estimation.importance_sampling import (
     IMPORTANCE_SAMPLING_ESTIMATORS,
 )
 
-#: Where each round's estimates go in the runner's metrics.
+#: Where each round's estimates go in the runner's metrics, and the
+#: `learner_config_dict` key of their settings: a dict with "fqe" (a dict of
+#: `FQEConfig` fields, e.g. `{"num_updates": 5000, "horizon": 500}`),
+#: "num_bootstrap", "confidence" and "max_weight".
 OFF_POLICY_ESTIMATION = "off_policy_estimation"
+SETTINGS_KEY = OFF_POLICY_ESTIMATION
 
 
 class OfflinePolicyEvaluationTypes(str, Enum):
@@ -128,6 +139,46 @@ def _num_steps(episodes: List) -> int:
     )
 
 
+def _estimation_settings(self) -> Dict:
+    """`estimate_policy_value` settings from `learner_config_dict`."""
+    settings = dict(self.config.learner_config_dict.get(SETTINGS_KEY) or {})
+    seed = self.config.seed or 0
+    fqe = {"seed": seed, **settings.pop("fqe", {})}
+    fqe.setdefault("device", str(self._device) if self._device is not None else "cpu")
+    unknown = set(settings) - {"num_bootstrap", "confidence", "max_weight"}
+    if unknown:
+        raise ValueError(
+            f"`learner_config_dict[{SETTINGS_KEY!r}]` has unknown keys "
+            f"{sorted(unknown)}; it takes 'fqe' (FQEConfig fields), "
+            "'num_bootstrap', 'confidence' and 'max_weight'."
+        )
+    return {"fqe_config": FQEConfig(**fqe), "seed": seed, **settings}
+
+
+def _log_episode(self, module_id: str, length: int, value: float) -> None:
+    """Upstream's per-episode metrics, with the headline estimator's term of
+    the episode as its return (their mean over episodes is the estimate)."""
+    window = max(
+        1,
+        math.ceil(
+            self.config.metrics_num_episodes_for_smoothing
+            / (self.config.num_offline_eval_runners or 1)
+        ),
+    )
+    for key, number in ((EPISODE_LEN_MEAN, length), (EPISODE_RETURN_MEAN, value)):
+        self.metrics.log_value(key, number, window=window)
+    for key, number, reduce in (
+        (EPISODE_LEN_MIN, length, "min"),
+        (EPISODE_LEN_MAX, length, "max"),
+        (EPISODE_RETURN_MIN, value, "min"),
+        (EPISODE_RETURN_MAX, value, "max"),
+    ):
+        self.metrics.log_value(key, number, reduce=reduce, window=window)
+    self.metrics.log_value(
+        ("module_episode_return_mean", module_id), value, window=window
+    )
+
+
 def _evaluate(self, explore: bool, train: bool) -> Dict:
     """Estimates each module's discounted return from this round's episodes.
 
@@ -146,15 +197,13 @@ def _evaluate(self, explore: bool, train: bool) -> Dict:
     estimators = list(IMPORTANCE_SAMPLING_ESTIMATORS)
     if headline in ("fqe", "dr"):
         estimators += ["fqe", "dr"]
-    device = str(self._device) if self._device is not None else "cpu"
     results = evaluate_module(
         self.module,
         episodes,
         gamma=self.config.gamma,
         policy_mapping_fn=self.config.policy_mapping_fn,
         estimators=estimators,
-        fqe_config=FQEConfig(device=device, seed=self.config.seed or 0),
-        seed=self.config.seed or 0,
+        **_estimation_settings(self),
     )
     for module_id, result in results.items():
         key = (OFF_POLICY_ESTIMATION, module_id)
@@ -172,15 +221,10 @@ def _evaluate(self, explore: bool, train: bool) -> Dict:
         )
         for name in ("effective_sample_size", "num_episodes", "logged_return"):
             self.metrics.log_value(key + (name,), getattr(result, name), window=1)
-        value = result.estimates[headline].value
-        self.metrics.log_value(
-            ("module_episode_return_mean", module_id), value, window=1
-        )
-    if results:
-        mean_value = np.mean([r.estimates[headline].value for r in results.values()])
-        self.metrics.log_value(EPISODE_RETURN_MEAN, float(mean_value), window=1)
-        mean_length = np.mean([r.num_steps / r.num_episodes for r in results.values()])
-        self.metrics.log_value(EPISODE_LEN_MEAN, float(mean_length), window=1)
+        for length, value in zip(
+            result.episode_lengths, result.episode_values[headline]
+        ):
+            _log_episode(self, module_id, int(length), float(value))
     self.metrics.log_value(
         (ALL_MODULES, DATASET_NUM_ITERS_EVALUATED), iterations, reduce="sum"
     )

@@ -3,6 +3,7 @@ module, inside `Algorithm.train()` (ray 2.60 fails on episode files with
 `KeyError: 'action_logp'`)."""
 
 import sys
+import types
 
 import gymnasium as gym
 import numpy as np
@@ -20,6 +21,7 @@ from rllib.examples.offline_rl.scripted_cartpole import (
 from rllib.offline.episode_files.reader import read_episodes
 from rllib.offline.episode_files.writer import write_episodes
 from rllib.offline.off_policy_estimation import evaluate_module
+from rllib.offline.offline_policy_evaluation_runner import _estimation_settings
 
 EPSILON = 0.5
 NUM_EPISODES = 12
@@ -128,9 +130,16 @@ def test_fqe_and_doubly_robust_per_module_of_a_multi_agent_run(ray_cluster, tmp_
         num_offline_eval_runners=1,
         offline_evaluation_type="dr",
         offline_eval_batch_size_per_runner=6,
-        # FQE trains 10k updates per module and round (about 30 s each on one
-        # free core); this machine's two cores are shared with the suite.
         offline_evaluation_timeout_s=600,
+    )
+    # FQE's settings go through `learner_config_dict`, as the fork's others.
+    config.learners(
+        learner_config_dict={
+            "off_policy_estimation": {
+                "fqe": {"num_updates": 2000, "horizon": 500},
+                "num_bootstrap": 50,
+            }
+        }
     )
     result, modules = _train_once(config, multi_agent.MODULES)
     estimates = result["evaluation"]["offline_eval_runners"]["off_policy_estimation"]
@@ -155,6 +164,24 @@ def test_fqe_and_doubly_robust_per_module_of_a_multi_agent_run(ray_cluster, tmp_
             ), (module_id, name)
         # Each agent's discounted return is at most sum_t 0.99^t < 100.
         assert 0 < stats["fqe"] < 100
+
+
+def test_estimation_settings_from_learner_config_dict():
+    def runner(settings):
+        config = BCConfig().learners(
+            learner_config_dict={"off_policy_estimation": settings}
+        )
+        return types.SimpleNamespace(config=config, _device=None)
+
+    settings = _estimation_settings(
+        runner({"fqe": {"num_updates": 2000, "horizon": 500}, "num_bootstrap": 7})
+    )
+    assert settings["fqe_config"].num_updates == 2000
+    assert settings["fqe_config"].horizon == 500
+    assert settings["fqe_config"].device == "cpu"
+    assert settings["num_bootstrap"] == 7
+    with pytest.raises(ValueError, match=r"unknown keys \['bootstrap'\]"):
+        _estimation_settings(runner({"bootstrap": 7}))
 
 
 if __name__ == "__main__":
