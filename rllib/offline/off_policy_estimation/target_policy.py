@@ -15,10 +15,13 @@ from ray.util.annotations import PublicAPI
 torch, _ = try_import_torch()
 
 
-def _tensor_rows(nest: Any, rows: slice, device) -> Any:
-    return tree.map_structure(
-        lambda x: torch.as_tensor(np.asarray(x[rows]), device=device), nest
-    )
+def _tensor_rows(nest: Any, rows: slice, device, float_dtype) -> Any:
+    # Float leaves take the module's dtype (files often hold float64).
+    def convert(x):
+        tensor = torch.as_tensor(np.asarray(x[rows]), device=device)
+        return tensor.to(float_dtype) if tensor.is_floating_point() else tensor
+
+    return tree.map_structure(convert, nest)
 
 
 @PublicAPI(stability="alpha")
@@ -90,12 +93,16 @@ class RLModuleTargetPolicy(TargetPolicy):
         self._dist_cls = module.get_inference_action_dist_cls()
         parameters = list(module.parameters())
         self._device = parameters[0].device if parameters else torch.device("cpu")
+        self._dtype = parameters[0].dtype if parameters else torch.float32
 
     def _distributions(self, observations: Any):
         num_rows = len(tree.flatten(observations)[0])
         for start in range(0, num_rows, self.batch_size):
             chunk = _tensor_rows(
-                observations, slice(start, start + self.batch_size), self._device
+                observations,
+                slice(start, start + self.batch_size),
+                self._device,
+                self._dtype,
             )
             with torch.no_grad():
                 out = self.module.forward_inference({Columns.OBS: chunk})
@@ -144,6 +151,7 @@ class RLModuleTargetPolicy(TargetPolicy):
             chunk = torch.as_tensor(
                 np.asarray(actions[start : start + self.batch_size]),
                 device=self._device,
+                dtype=self._dtype,
             )
             rows.append(dist.logp(chunk).double().cpu().numpy())
         return np.concatenate(rows)

@@ -7,6 +7,7 @@ No Ray cluster: the checkpoints are RLModule checkpoints written directly.
 import json
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 from ray.rllib.algorithms.bc import BCConfig
@@ -120,6 +121,19 @@ def test_table_output(tmp_path, episodes, capsys):
     assert header.split()[:3] == ["checkpoint", "module", "wis"]
     assert set(rule.replace(" ", "")) == {"-"}
     assert row.split()[:2] == [str(checkpoint), "default_policy"]
+
+
+def test_float64_observations_reach_a_float32_module(tmp_path):
+    # Column files often hold float64 observations; the module is float32.
+    from rllib.offline.off_policy_estimation import RLModuleTargetPolicy
+
+    module = _checkpoint(tmp_path / "ckpt", 0)
+    policy = RLModuleTargetPolicy(module)
+    observations = np.random.default_rng(0).normal(size=(5, 4))
+    as_float32 = policy.logp(observations.astype(np.float32), np.zeros(5, int))
+    np.testing.assert_allclose(
+        policy.logp(observations, np.zeros(5, int)), as_float32, rtol=1e-6
+    )
 
 
 def test_bad_arguments_fail_clearly(tmp_path, episodes, capsys):
