@@ -23,3 +23,15 @@ def ray_cluster():
         )
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Torch on one thread for the test: small networks crawl when two torch
+    threads compete with other processes for a 2-core machine."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -45,11 +45,12 @@ _NO_CLUSTER_CHECK_PRELEARNER = (
 SERIES: List[Topic] = [
     Topic(
         slug="test-fixtures",
-        subject="[RLlib] Test fixture: one small local Ray cluster per test session",
+        subject="[RLlib] Test fixtures: one small local Ray cluster per session",
         description=(
             "The offline tests below share one local Ray cluster with four logical\n"
             "CPUs, so a remote Learner plus Ray Data's read tasks and map actors\n"
-            "cannot wait on each other for CPUs on a 2-core CI machine."
+            "cannot wait on each other for CPUs on a 2-core CI machine. A second\n"
+            "fixture runs a test with one torch thread."
         ),
         files=["rllib/conftest.py"],
     ),

@@ -4,7 +4,6 @@ vectorized importance sampling against a plain loop."""
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib.offline.off_policy_estimation import (
@@ -18,15 +17,7 @@ from rllib.offline.off_policy_estimation.importance_sampling import (
 )
 from rllib.offline.off_policy_estimation.tests import tiny_mdp
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    # The estimators' small networks crawl when two torch threads compete
-    # with other processes for this machine's two cores.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # A tabular (linear, one-hot) Q-function trained on all transitions at once
