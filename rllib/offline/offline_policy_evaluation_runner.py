@@ -60,7 +60,8 @@ from rllib.offline.off_policy_estimation.importance_sampling import (
 #: Where each round's estimates go in the runner's metrics, and the
 #: `learner_config_dict` key of their settings: a dict with "fqe" (a dict of
 #: `FQEConfig` fields, e.g. `{"num_updates": 5000, "horizon": 500}`),
-#: "num_bootstrap", "confidence" and "max_weight".
+#: "num_bootstrap", "confidence", "max_weight" and "deterministic" (evaluate
+#: the greedy/mean action, as evaluation EnvRunners do with `explore=False`).
 OFF_POLICY_ESTIMATION = "off_policy_estimation"
 SETTINGS_KEY = OFF_POLICY_ESTIMATION
 
@@ -145,12 +146,13 @@ def _estimation_settings(self) -> Dict:
     seed = self.config.seed or 0
     fqe = {"seed": seed, **settings.pop("fqe", {})}
     fqe.setdefault("device", str(self._device) if self._device is not None else "cpu")
-    unknown = set(settings) - {"num_bootstrap", "confidence", "max_weight"}
+    allowed = {"num_bootstrap", "confidence", "max_weight", "deterministic"}
+    unknown = set(settings) - allowed
     if unknown:
         raise ValueError(
             f"`learner_config_dict[{SETTINGS_KEY!r}]` has unknown keys "
             f"{sorted(unknown)}; it takes 'fqe' (FQEConfig fields), "
-            "'num_bootstrap', 'confidence' and 'max_weight'."
+            "'num_bootstrap', 'confidence', 'max_weight' and 'deterministic'."
         )
     return {"fqe_config": FQEConfig(**fqe), "seed": seed, **settings}
 

@@ -145,6 +145,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         help=f"Write `{PLOT_FILE}` (loss and evaluation return per iteration) "
         "into the output directory; needs matplotlib.",
     )
+    parser.add_argument(
+        "--ope-updates",
+        type=int,
+        default=5000,
+        help="FQE updates of the off-policy estimate made after the last "
+        "iteration from the recorded episodes alone (0: no estimate)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
 
@@ -159,7 +166,12 @@ def collect_episodes(num_episodes: int, epsilon: float, seed: int):
     """Returns `num_episodes` finished CartPole episodes of the scripted policy."""
     env = gym.make("CartPole-v1")
     episodes = record_episodes(
-        env, num_episodes, scripted_action, epsilon=epsilon, seed=seed
+        env,
+        num_episodes,
+        scripted_action,
+        epsilon=epsilon,
+        seed=seed,
+        record_logp=True,
     )
     env.close()
     return episodes
@@ -194,6 +206,22 @@ def build_config(args: argparse.Namespace, data_dir: str):
             evaluation_num_env_runners=0,
             evaluation_duration=args.eval_episodes,
             evaluation_duration_unit="episodes",
+            # Off-policy evaluation after the last iteration, from the
+            # recorded episodes alone: doubly robust on fitted Q evaluation.
+            offline_evaluation_interval=args.iterations if args.ope_updates else None,
+            offline_evaluation_type="dr",
+            num_offline_eval_runners=0,
+            offline_eval_batch_size_per_runner=args.num_episodes,
+        )
+        .learners(
+            learner_config_dict={
+                "off_policy_estimation": {
+                    # The greedy policy, as the evaluation EnvRunner runs it,
+                    # and CartPole's 500-step limit.
+                    "deterministic": True,
+                    "fqe": {"num_updates": args.ope_updates, "horizon": 500},
+                }
+            }
         )
         .debugging(seed=args.seed)
     )
@@ -325,6 +353,14 @@ def plot_learning_curve(
 # ---------------------------------------------------------------------------
 
 
+def _off_policy_estimate(result: Dict[str, Any]) -> Optional[Dict[str, float]]:
+    offline = result.get(EVALUATION_RESULTS, {}).get("offline_eval_runners", {})
+    estimates = offline.get("off_policy_estimation", {}).get(DEFAULT_MODULE_ID)
+    if not estimates:
+        return None
+    return {k: float(estimates[k]) for k in ("dr", "dr_ci_low", "dr_ci_high", "fqe")}
+
+
 def _eval_return(result: Dict[str, Any]) -> Optional[float]:
     value = result.get(EVALUATION_RESULTS, {}).get(ENV_RUNNER_RESULTS, {})
     value = value.get(EPISODE_RETURN_MEAN)
@@ -384,7 +420,9 @@ def main(argv=None) -> dict:
         f"[3/4] Building {args.algo.upper()}: the Learner, the Ray Data pipeline "
         "over the episode files and an evaluation EnvRunner ..."
     )
-    algo = build_config(args, data_dir).build_algo()
+    config = build_config(args, data_dir)
+    algo_gamma = config.gamma
+    algo = config.build_algo()
     print(f"      built ({time.perf_counter() - start:.1f}s)")
     history: List[Dict[str, Any]] = []
     trained_steps = 0
@@ -405,6 +443,7 @@ def main(argv=None) -> dict:
         eval_return = _eval_return(result)
         if eval_return is None and iteration == args.iterations:
             eval_return = _eval_return(algo.evaluate())
+        off_policy = _off_policy_estimate(result)
         loss = float(result[LEARNER_RESULTS][DEFAULT_MODULE_ID]["total_loss"])
         history.append(
             {
@@ -448,6 +487,7 @@ def main(argv=None) -> dict:
         "train_steps_per_s": trained_steps / train_s if train_s else 0.0,
         "eval_return_mean": eval_return,
         "expert_return_mean": float(np.mean(returns)),
+        "off_policy_estimate": off_policy,
     }
     with open(os.path.join(output_dir, RESULTS_FILE), "w") as f:
         json.dump({"args": vars(args), "iterations": history, "summary": summary}, f)
@@ -464,6 +504,14 @@ def main(argv=None) -> dict:
         f"{eval_text} over {args.eval_episodes} episodes "
         f"(data: {summary['expert_return_mean']:.1f})."
     )
+    if off_policy is not None:
+        print(
+            "Off-policy estimate from the recorded episodes alone (doubly robust, "
+            f"discounted with gamma {algo_gamma}): {off_policy['dr']:.1f} "
+            f"[{off_policy['dr_ci_low']:.1f}, {off_policy['dr_ci_high']:.1f}]; "
+            f"a policy that balances all 500 steps scores "
+            f"{(1 - algo_gamma**500) / (1 - algo_gamma):.1f}."
+        )
     print(f"Results: {os.path.join(output_dir, RESULTS_FILE)}")
     if args.plot:
         print(f"Learning curve: {summary['plot']}")

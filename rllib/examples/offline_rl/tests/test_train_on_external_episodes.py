@@ -58,6 +58,10 @@ def test_main_job_reports_and_writes_its_results(run):
     assert all(math.isfinite(r["loss"]) for r in results["iterations"])
     assert results["iterations"][-1]["eval_return_mean"] == summary["eval_return_mean"]
     assert summary["eval_return_mean"] > 0
+    # The off-policy estimate of the same policy, from the recorded data.
+    estimate = summary["off_policy_estimate"]
+    assert estimate["dr_ci_low"] <= estimate["dr"] <= estimate["dr_ci_high"]
+    assert "Off-policy estimate from the recorded episodes alone" in out
     assert os.path.getsize(os.path.join(output_dir, example.PLOT_FILE)) > 0
 
 
