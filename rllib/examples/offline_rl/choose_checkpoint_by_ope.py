@@ -10,7 +10,9 @@ checkpoints. This example:
    iterations;
 3. scores every checkpoint on the episodes with the `ope` command
    (`python -m ray.rllib.offline.episodes ope --data ... --checkpoint ...`),
-   and picks the best by doubly robust estimate;
+   and picks the best by fitted Q evaluation (the command's default ranking;
+   doubly robust estimates carry the importance weights' variance, which on
+   500-step episodes can rank a good checkpoint last);
 4. with `--verify`, rolls every checkpoint out in CartPole to show how the
    estimates compare with the real discounted returns (what you could not do
    without a simulator).

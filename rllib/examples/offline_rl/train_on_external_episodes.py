@@ -207,9 +207,9 @@ def build_config(args: argparse.Namespace, data_dir: str):
             evaluation_duration=args.eval_episodes,
             evaluation_duration_unit="episodes",
             # Off-policy evaluation after the last iteration, from the
-            # recorded episodes alone: doubly robust on fitted Q evaluation.
+            # recorded episodes alone: fitted Q evaluation.
             offline_evaluation_interval=args.iterations if args.ope_updates else None,
-            offline_evaluation_type="dr",
+            offline_evaluation_type="fqe",
             num_offline_eval_runners=0,
             offline_eval_batch_size_per_runner=args.num_episodes,
         )
@@ -358,7 +358,7 @@ def _off_policy_estimate(result: Dict[str, Any]) -> Optional[Dict[str, float]]:
     estimates = offline.get("off_policy_estimation", {}).get(DEFAULT_MODULE_ID)
     if not estimates:
         return None
-    return {k: float(estimates[k]) for k in ("dr", "dr_ci_low", "dr_ci_high", "fqe")}
+    return {k: float(estimates[k]) for k in ("fqe", "fqe_ci_low", "fqe_ci_high", "dr")}
 
 
 def _eval_return(result: Dict[str, Any]) -> Optional[float]:
@@ -506,9 +506,10 @@ def main(argv=None) -> dict:
     )
     if off_policy is not None:
         print(
-            "Off-policy estimate from the recorded episodes alone (doubly robust, "
-            f"discounted with gamma {algo_gamma}): {off_policy['dr']:.1f} "
-            f"[{off_policy['dr_ci_low']:.1f}, {off_policy['dr_ci_high']:.1f}]; "
+            "Off-policy estimate from the recorded episodes alone (fitted Q "
+            f"evaluation, discounted with gamma {algo_gamma}): "
+            f"{off_policy['fqe']:.1f} [{off_policy['fqe_ci_low']:.1f}, "
+            f"{off_policy['fqe_ci_high']:.1f}]; "
             f"a policy that balances all 500 steps scores "
             f"{(1 - algo_gamma**500) / (1 - algo_gamma):.1f}."
         )

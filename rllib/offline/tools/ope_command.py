@@ -4,7 +4,8 @@
 loads each checkpoint's RLModules (an Algorithm checkpoint, or an RLModule or
 MultiRLModule checkpoint), estimates every module's discounted return on the
 episodes with :mod:`ray.rllib.offline.off_policy_estimation`, and prints one
-table row per checkpoint and module, best first by the ranking estimator.
+table row per checkpoint and module, best first by the ranking estimator
+(FQE by default).
 """
 
 import argparse
@@ -70,7 +71,8 @@ def add_ope_command(commands, formatter_class, add_progress) -> None:
     ope.add_argument(
         "--rank-by",
         default=None,
-        help="the estimator that orders the table (default: dr, else the first)",
+        help="the estimator that orders the table (default: fqe, else dr, else "
+        "the first)",
     )
     ope.add_argument("--gamma", type=float, default=0.99, help="discount (0.99)")
     ope.add_argument(
@@ -152,7 +154,11 @@ def rank_estimator(args: argparse.Namespace) -> str:
                 f"{','.join(args.estimators)}."
             )
         return args.rank_by
-    return "dr" if "dr" in args.estimators else args.estimators[0]
+    # FQE first: DR carries the importance weights' variance on long episodes.
+    for name in ("fqe", "dr"):
+        if name in args.estimators:
+            return name
+    return args.estimators[0]
 
 
 def _value(row: Dict[str, Any], name: str) -> float:

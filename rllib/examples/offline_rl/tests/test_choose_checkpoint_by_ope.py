@@ -23,8 +23,8 @@ def test_example_scores_every_checkpoint_and_picks_the_top_row(ray_cluster, tmp_
     rows = outcome["estimates"]
     checkpoints = {row["checkpoint"] for row in rows}
     assert checkpoints == {str(tmp_path / f"iteration_{i}") for i in (0, 1, 2)}
-    dr = [row["estimates"]["dr"]["value"] for row in rows]
-    assert dr == sorted(dr, reverse=True)
+    fqe = [row["estimates"]["fqe"]["value"] for row in rows]
+    assert fqe == sorted(fqe, reverse=True)
     assert outcome["picked"] == rows[0]["checkpoint"]
     assert set(outcome["true_returns"]) == checkpoints
     assert all(value > 0 for value in outcome["true_returns"].values())

@@ -60,7 +60,7 @@ def test_main_job_reports_and_writes_its_results(run):
     assert summary["eval_return_mean"] > 0
     # The off-policy estimate of the same policy, from the recorded data.
     estimate = summary["off_policy_estimate"]
-    assert estimate["dr_ci_low"] <= estimate["dr"] <= estimate["dr_ci_high"]
+    assert estimate["fqe_ci_low"] <= estimate["fqe"] <= estimate["fqe_ci_high"]
     assert "Off-policy estimate from the recorded episodes alone" in out
     assert os.path.getsize(os.path.join(output_dir, example.PLOT_FILE)) > 0
 
