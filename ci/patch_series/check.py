@@ -188,7 +188,10 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", type=pathlib.Path, help="keep the work here")
     args = parser.parse_args(argv)
 
-    work = args.keep or pathlib.Path(tempfile.mkdtemp(prefix="rllib-series-check-"))
+    # Absolute: `git apply` and the tests run from inside the patched tree.
+    work = (
+        args.keep or pathlib.Path(tempfile.mkdtemp(prefix="rllib-series-check-"))
+    ).resolve()
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -199,7 +202,7 @@ def main(argv=None) -> int:
     tests = series_tests()
     run_tests(ray_dir, tests, work / "patched.xml", patched_env(work / "site"))
 
-    overlay_xml = args.overlay_results
+    overlay_xml = args.overlay_results and args.overlay_results.resolve()
     if overlay_xml is None:
         overlay_xml = work / "overlay.xml"
         overlay_env = {k: v for k, v in os.environ.items() if k != "RLLIB_FORK_DISABLE"}
