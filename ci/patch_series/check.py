@@ -81,6 +81,10 @@ def apply_series(patches: pathlib.Path, site: pathlib.Path) -> pathlib.Path:
     (ray_dir / "tests" / "__init__.py").write_text("")
     (ray_dir / "tests" / "conftest.py").write_text(_TESTS_CONFTEST_STANDIN)
     (ray_dir / "pytest.ini").write_text(_PYTEST_INI)
+    # Its own repository: inside another one (CI keeps the work under the
+    # checkout's build/), `git apply` resolves paths from that repository's
+    # top and silently skips the files outside the current directory.
+    subprocess.run(["git", "init", "-q"], cwd=ray_dir, check=True)
     env = patched_env(site)
     for patch in (patches / "series.txt").read_text().split():
         result = subprocess.run(
