@@ -172,6 +172,7 @@ def in_memory_sampler(prelearner, payloads, observation_space, action_space):
             config.train_batch_size_per_learner,
             rng=rng,
             n_step=config.get("n_step", 1) or 1,
+            n_step_gamma=config.gamma,
             value_targets=value_targets,
         )
         return builder.build(transitions, rl_module=module)
