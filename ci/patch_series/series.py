@@ -577,6 +577,31 @@ SERIES: List[Topic] = [
             "file changes."
         ),
     ),
+    Topic(
+        slug="cql-loss-corrections",
+        subject=(
+            "[RLlib] CQL: the action box's density for random actions; n-step targets"
+        ),
+        description=(
+            "CQL's conservative penalty subtracts each random action's log-density,\n"
+            "but the random actions are drawn uniformly from the action box while\n"
+            "the density used is that of [-1, 1]^d (the TODO in the learner). The\n"
+            "Bellman target discounted the bootstrap with `gamma` even for rows\n"
+            "whose reward sums `n_step` rewards; SAC's learner uses\n"
+            "`gamma ** n_step`, and so does CQL's now.\n\n"
+            "Behaviour change: CQL's critic loss for action boxes other than\n"
+            "[-1, 1] and for `n_step > 1`; identical values otherwise."
+        ),
+        files=["rllib/algorithms/cql/torch/cql_torch_learner.py"],
+        tests=[
+            "rllib/algorithms/cql/tests/__init__.py",
+            "rllib/algorithms/cql/tests/cql_fixtures.py",
+            "rllib/algorithms/cql/tests/test_cql_loss.py",
+        ],
+    ),
+        files=["rllib/examples/offline_rl/scripted_continuous_control.py"],
+        tests=["rllib/examples/offline_rl/tests/test_scripted_continuous_control.py"],
+    ),
 ]
 
 #: Fork tests that compare the fork with upstream or test the overlay itself.
@@ -584,6 +609,7 @@ FORK_ONLY_TESTS = (
     "rllib/_fork/tests/",
     "rllib/algorithms/marwil/tests/test_marwil.py",
     "rllib/algorithms/marwil/tests/test_marwil_checkpoints.py",
+    "rllib/algorithms/cql/tests/test_cql_loss_matches_upstream.py",
     "rllib/algorithms/ppo/tests/",
     "rllib/offline/tests/test_cloud_input.py",
     "rllib/offline/tests/test_column_data_matches_upstream.py",

@@ -24,6 +24,7 @@ REPLACING_MODULES = (
     "rllib.algorithms.algorithm_config",
     "rllib.algorithms.algorithm",
     "rllib.algorithms.marwil.torch.marwil_torch_learner",
+    "rllib.algorithms.cql.torch.cql_torch_learner",
 )
 
 #: Fork packages that are new upstream: each, and every module below it, is

@@ -1,0 +1,175 @@
+"""The fork's changes to ``ray.rllib.algorithms.cql.torch.cql_torch_learner``.
+
+``CQLTorchLearner.compute_loss_for_module`` computes upstream's loss (SAC's
+actor, critic and alpha losses, with behaviour cloning for the first
+``bc_iters`` updates, plus the entropy form of the CQL regularizer) with two
+corrections, each a behaviour change:
+
+- The CQL term compares Q-values of random actions, drawn uniformly from the
+  action box, with their log-density. Upstream uses ``d * log(1/2)`` (the
+  density on ``[-1, 1]^d``) whatever the box; the fork uses the box's own
+  density, ``-sum(log(high - low))``. Identical for ``[-1, 1]`` actions;
+  Pendulum's ``[-2, 2]`` shifts each random Q-value by ``log 2``.
+- The Bellman target bootstraps with ``gamma ** n_step`` of each row, as
+  SAC's learner does: with ``n_step > 1`` the row's reward is already the
+  discounted sum of ``n_step`` rewards, and upstream's ``gamma`` discounted
+  the bootstrap as if one step had passed. Identical for ``n_step=1`` (CQL's
+  default).
+"""
+
+from typing import Dict
+
+import torch
+from ray.rllib.algorithms.cql.cql import CQLConfig
+from ray.rllib.algorithms.sac.sac_learner import (
+    LOGPS_KEY,
+    QF_LOSS_KEY,
+    QF_MAX_KEY,
+    QF_MEAN_KEY,
+    QF_MIN_KEY,
+    QF_PREDS,
+    QF_TWIN_LOSS_KEY,
+    QF_TWIN_PREDS,
+    TD_ERROR_MEAN_KEY,
+)
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
+from ray.rllib.utils.metrics import ALL_MODULES
+from ray.rllib.utils.typing import ModuleID, TensorType
+from ray.tune.result import TRAINING_ITERATION
+
+
+def random_action_log_density(action_space, device) -> torch.Tensor:
+    """Log-density of the uniform distribution on a Box action space."""
+    widths = torch.as_tensor(
+        action_space.high - action_space.low, dtype=torch.float32, device=device
+    )
+    return -torch.log(widths).sum()
+
+
+def bootstrap_discount(gamma: float, batch: Dict) -> TensorType:
+    """``gamma ** n_step`` per row; ``gamma`` where the batch has no n-steps."""
+    if "n_step" not in batch:
+        return gamma
+    return gamma ** batch["n_step"].float()
+
+
+def compute_loss_for_module(
+    self,
+    *,
+    module_id: ModuleID,
+    config: CQLConfig,
+    batch: Dict,
+    fwd_out: Dict[str, TensorType],
+) -> TensorType:
+    """CQL's loss for one module (see the module docstring for the changes)."""
+    # The number of loss calls so far decides between BC and SAC actor losses.
+    self.metrics.log_value((ALL_MODULES, TRAINING_ITERATION), 1, reduce="sum")
+    module = self.module[module_id]
+    log_alpha = self.curr_log_alpha[module_id]
+    alpha = torch.exp(log_alpha)
+
+    # Temperature: pull the policy's entropy toward the target entropy.
+    alpha_loss = -torch.mean(
+        log_alpha
+        * (fwd_out["logp_resampled"].detach() + self.target_entropy[module_id])
+    )
+
+    num_updates = self.metrics.peek((ALL_MODULES, TRAINING_ITERATION), default=0)
+    if num_updates >= config.bc_iters:
+        policy_term = fwd_out["q_curr"]
+    else:
+        # Behaviour cloning: the log-likelihood of the logged actions.
+        policy_dist = module.get_train_action_dist_cls().from_logits(
+            fwd_out[Columns.ACTION_DIST_INPUTS]
+        )
+        policy_term = policy_dist.logp(batch[Columns.ACTIONS])
+    actor_loss = torch.mean(alpha.detach() * fwd_out["logp_resampled"] - policy_term)
+
+    # Bellman target from the target network's value of the next observation.
+    next_value = fwd_out["q_target_next"]
+    if not config.deterministic_backup:
+        next_value = next_value - alpha.detach() * fwd_out["logp_next_resampled"]
+    not_terminated = 1.0 - batch[Columns.TERMINATEDS].float()
+    target = (
+        batch[Columns.REWARDS]
+        + bootstrap_discount(config.gamma, batch) * not_terminated * next_value
+    ).detach()
+
+    random_density = random_action_log_density(
+        module.action_space, fwd_out["actions_curr_repeat"].device
+    )
+
+    def critic_loss_of(q_selected, q_rand, q_next, q_curr):
+        """SAC's squared TD error plus CQL's conservative penalty."""
+        td_loss = torch.nn.functional.mse_loss(q_selected, target)
+        # Log-sum-exp over the sampled actions, each Q-value less the
+        # log-density it was drawn with (the entropy form of CQL).
+        sampled = torch.cat(
+            [
+                q_rand - random_density,
+                q_next - fwd_out["logps_next_repeat"].detach(),
+                q_curr - fwd_out["logps_curr_repeat"].detach(),
+            ],
+            dim=1,
+        )
+        penalty = (
+            torch.logsumexp(sampled / config.temperature, dim=1).mean()
+            * config.min_q_weight
+            * config.temperature
+        ) - q_selected.mean() * config.min_q_weight
+        return td_loss + penalty, penalty
+
+    critic_loss, cql_loss = critic_loss_of(
+        fwd_out[QF_PREDS],
+        fwd_out["q_rand_repeat"],
+        fwd_out["q_next_repeat"],
+        fwd_out["q_curr_repeat"],
+    )
+    td_error = torch.abs(fwd_out[QF_PREDS] - target)
+    total_loss = actor_loss + critic_loss + alpha_loss
+    if config.twin_q:
+        critic_twin_loss, _ = critic_loss_of(
+            fwd_out[QF_TWIN_PREDS],
+            fwd_out["q_twin_rand_repeat"],
+            fwd_out["q_twin_next_repeat"],
+            fwd_out["q_twin_curr_repeat"],
+        )
+        td_error = 0.5 * (td_error + torch.abs(fwd_out[QF_TWIN_PREDS] - target))
+        # The two critics weigh half each in the total (summed in this order
+        # so the total's float rounding is upstream's).
+        total_loss += 0.5 * critic_twin_loss - 0.5 * critic_loss
+
+    self.metrics.log_dict(
+        {
+            POLICY_LOSS_KEY: actor_loss,
+            QF_LOSS_KEY: critic_loss,
+            "cql_loss": cql_loss,
+            "alpha_loss": alpha_loss,
+            "alpha_value": alpha[0],
+            "log_alpha_value": log_alpha[0],
+            "target_entropy": self.target_entropy[module_id],
+            LOGPS_KEY: torch.mean(fwd_out["logp_resampled"]),
+            QF_MEAN_KEY: torch.mean(fwd_out["q_curr_repeat"]),
+            QF_MAX_KEY: torch.max(fwd_out["q_curr_repeat"]),
+            QF_MIN_KEY: torch.min(fwd_out["q_curr_repeat"]),
+            TD_ERROR_MEAN_KEY: torch.mean(td_error),
+        },
+        key=module_id,
+        window=1,
+    )
+    # `compute_gradients` backpropagates each optimizer's own loss.
+    self._temp_losses[(module_id, POLICY_LOSS_KEY)] = actor_loss
+    self._temp_losses[(module_id, QF_LOSS_KEY)] = critic_loss
+    self._temp_losses[(module_id, "alpha_loss")] = alpha_loss
+    if config.twin_q:
+        self.metrics.log_value(
+            key=(module_id, QF_TWIN_LOSS_KEY), value=critic_twin_loss, window=1
+        )
+        self._temp_losses[(module_id, QF_TWIN_LOSS_KEY)] = critic_twin_loss
+    return total_loss
+
+
+REPLACES = {
+    "CQLTorchLearner.compute_loss_for_module": compute_loss_for_module,
+}
