@@ -84,6 +84,9 @@ setup(
         ],
         "doc": ["sphinx>=7", "pydata-sphinx-theme>=0.15", "myst-parser>=2"],
         "bench": ["matplotlib>=3.7"],
+        # The MuJoCo task (InvertedPendulum-v5) of the continuous-control
+        # datasets; gymnasium's MuJoCo envs import imageio.
+        "mujoco": ["mujoco>=3.0,<4", "imageio>=2"],
         # `ray.rllib.offline.tools.minari_io`: read, write and convert Minari datasets
         # (HDF5 and Arrow backends; Python >= 3.11, as Minari). Minari's
         # storage modules import Pillow without declaring it.

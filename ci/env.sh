@@ -24,10 +24,11 @@ ci_activate_env() {
 
 # The environment of the test suite and of the checks that run its tests.
 # `minari,minari-create`: the Minari interop tests record datasets with Minari's
-# DataCollector (jax) and read both storage backends (h5py, pyarrow, Pillow).
+# DataCollector (jax) and read both storage backends (h5py, pyarrow, Pillow);
+# `mujoco`: the continuous-control datasets' InvertedPendulum-v5.
 ci_activate_test_env() {
-  ci_activate_env "test,bench,minari,minari-create" \
-    "rllib, ray, torch, pytest, pytest_timeout, matplotlib, minari, h5py, PIL, jax, moto"
+  ci_activate_env "test,bench,minari,minari-create,mujoco" \
+    "rllib, ray, torch, pytest, pytest_timeout, matplotlib, minari, h5py, PIL, jax, moto, mujoco, imageio"
   export RAY_DEDUP_LOGS=0 RAY_USAGE_STATS_ENABLED=0 \
     PYTHONWARNINGS=ignore::DeprecationWarning
 }

@@ -599,6 +599,15 @@ SERIES: List[Topic] = [
             "rllib/algorithms/cql/tests/test_cql_loss.py",
         ],
     ),
+    Topic(
+        slug="continuous-control-datasets",
+        subject="[RLlib] Examples: continuous-control datasets at three qualities",
+        description=(
+            "Scripted Pendulum-v1 and InvertedPendulum-v5 (MuJoCo) behaviours at\n"
+            "random, medium and expert quality, recorded as episode files and\n"
+            "Minari datasets without a download, with the returns that normalize\n"
+            "scores; the data of the CQL/IQL release benchmark."
+        ),
         files=["rllib/examples/offline_rl/scripted_continuous_control.py"],
         tests=["rllib/examples/offline_rl/tests/test_scripted_continuous_control.py"],
     ),
