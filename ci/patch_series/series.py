@@ -588,15 +588,19 @@ SERIES: List[Topic] = [
             "the density used is that of [-1, 1]^d (the TODO in the learner). The\n"
             "Bellman target discounted the bootstrap with `gamma` even for rows\n"
             "whose reward sums `n_step` rewards; SAC's learner uses\n"
-            "`gamma ** n_step`, and so does CQL's now.\n\n"
+            "`gamma ** n_step`, and so does CQL's now. With two or more Learners\n"
+            "CQL copied each optimizer's gradients before DDP averaged them, so\n"
+            "the Learners' modules drifted apart; they are averaged explicitly.\n\n"
             "Behaviour change: CQL's critic loss for action boxes other than\n"
-            "[-1, 1] and for `n_step > 1`; identical values otherwise."
+            "[-1, 1] and for `n_step > 1`; identical values otherwise. With\n"
+            "`num_learners >= 2` every Learner applies the averaged gradients."
         ),
         files=["rllib/algorithms/cql/torch/cql_torch_learner.py"],
         tests=[
             "rllib/algorithms/cql/tests/__init__.py",
             "rllib/algorithms/cql/tests/cql_fixtures.py",
             "rllib/algorithms/cql/tests/test_cql_loss.py",
+            "rllib/algorithms/cql/tests/test_cql_iql_from_episodes.py",
         ],
     ),
     Topic(

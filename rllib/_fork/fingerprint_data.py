@@ -36,6 +36,7 @@ FINGERPRINTS = {
                 "AlgorithmConfig._validate_offline_settings": "5bb6df38321ac94f",
             },
             "ray.rllib.algorithms.cql.torch.cql_torch_learner": {
+                "CQLTorchLearner.compute_gradients": "65aae76b033613d7",
                 "CQLTorchLearner.compute_loss_for_module": "77d0ba62f5996e78",
             },
             "ray.rllib.algorithms.marwil.torch.marwil_torch_learner": {
