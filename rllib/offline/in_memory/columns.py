@@ -148,6 +148,18 @@ def _uniform_arrays(items: list) -> bool:
     )
 
 
+def episode_flag(value: Any) -> bool:
+    """A done flag of a state unpacked without msgpack_numpy's hook.
+
+    Episodes whose env returned numpy booleans hold `np.bool_` flags, which
+    msgpack_numpy packs as a map (`{"nd": False, "type": "|b1", ...}`):
+    `bool()` of that map is True whatever the flag.
+    """
+    if isinstance(value, dict):
+        value = mnp.decode(value)
+    return bool(value)
+
+
 def episode_columns_from_state(
     state: Dict[str, Any],
     *,
@@ -188,8 +200,8 @@ def episode_columns_from_state(
         observations=observations,
         actions=actions,
         rewards=rewards,
-        is_terminated=bool(state["is_terminated"]),
-        is_truncated=bool(state["is_truncated"]),
+        is_terminated=episode_flag(state["is_terminated"]),
+        is_truncated=episode_flag(state["is_truncated"]),
     )
 
 
@@ -246,7 +258,9 @@ def decode_module_columns(
         episode = decode_episode(
             payload, observation_space=observation_space, action_space=action_space
         )
-    episode_done = bool(state["is_terminated"] or state["is_truncated"])
+    episode_done = episode_flag(state["is_terminated"]) or episode_flag(
+        state["is_truncated"]
+    )
     pairs = []
     for agent_id, agent_state in state["agent_episodes"]:
         agent_id = agent_key(agent_id)
@@ -263,7 +277,7 @@ def decode_module_columns(
             continue
         columns.id_ = f"{state['id_']}/{agent_id}"
         if not columns.is_done and episode_done:
-            columns.is_terminated = bool(state["is_terminated"])
+            columns.is_terminated = episode_flag(state["is_terminated"])
             columns.is_truncated = not columns.is_terminated
         module_id = (
             policy_mapping_fn(agent_id, episode)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from ray.rllib.algorithms.bc import BCConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.offline.offline_prelearner import OfflinePreLearner
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 from scipy import stats
@@ -301,3 +302,31 @@ def test_in_memory_sampler_discounts_n_step_rewards_with_config_gamma():
     np.testing.assert_array_equal(
         np.asarray(batch[Columns.REWARDS]), [HAND_3_STEP_HALF[t] for t in starts]
     )
+
+
+@pytest.mark.parametrize("terminated", [False, True])
+def test_numpy_bool_done_flags_keep_their_value(terminated):
+    """Envs often return `np.bool_` flags; the seed's hand-rolled payloads
+    (`msgpack.packb(state, default=msgpack_numpy.encode)`) store them as maps,
+    which the columnar decoder unpacks without msgpack_numpy's hook."""
+    import msgpack
+    import msgpack_numpy
+
+    from rllib.offline.in_memory.columns import decode_episode_columns
+
+    episode = SingleAgentEpisode(observations=[np.zeros(2, np.float32)])
+    for t in range(3):
+        done = t == 2
+        episode.add_env_step(
+            np.full(2, t + 1, np.float32),
+            0,
+            1.0,
+            terminated=np.bool_(done and terminated),
+            truncated=np.bool_(done and not terminated),
+        )
+    state = episode.get_state()
+    assert isinstance(state["is_terminated"], np.bool_)
+    payload = msgpack.packb(state, default=msgpack_numpy.encode)
+    columns = decode_episode_columns(payload)
+    assert columns.is_terminated is terminated
+    assert columns.is_truncated is (not terminated)

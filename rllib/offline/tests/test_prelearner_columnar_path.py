@@ -86,6 +86,65 @@ def _structured(name, to_numpy=True):
     return space, structured_obs.ACTION_SPACE, episodes
 
 
+def _cql_config():
+    from ray.rllib.algorithms.cql import CQLConfig
+
+    return CQLConfig().training(lr=None)
+
+
+def _iql_config():
+    from ray.rllib.algorithms.iql import IQLConfig
+
+    return IQLConfig()
+
+
+_ALGO_CONFIGS = {
+    "bc": BCConfig,
+    "marwil": MARWILConfig,
+    "cql": _cql_config,
+    "iql": _iql_config,
+}
+
+
+class _FastSwingEndsPendulum(gym.Wrapper):
+    """Pendulum-v1 (Box actions) that terminates once it spins fast."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated or abs(obs[2]) > 5.0, truncated, info
+
+
+def _pendulum(to_numpy=True, num_episodes=6):
+    """Random torques: Box actions, terminated and truncated episodes of
+    different lengths."""
+    env = _FastSwingEndsPendulum(gym.make("Pendulum-v1", max_episode_steps=60))
+    env.action_space.seed(4)
+    episodes = []
+    for i in range(num_episodes):
+        obs, info = env.reset(seed=4 + i)
+        episode = SingleAgentEpisode(
+            observations=[obs],
+            infos=[info],
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+        )
+        while not episode.is_done:
+            action = env.action_space.sample()
+            obs, reward, terminated, truncated, info = env.step(action)
+            episode.add_env_step(
+                obs,
+                action,
+                reward,
+                infos=info,
+                terminated=terminated,
+                truncated=truncated,
+            )
+        if to_numpy:
+            episode.to_numpy()
+        episodes.append(episode)
+    return env.observation_space, env.action_space, episodes
+
+
 def _prelearner(
     algo,
     obs_space,
@@ -96,7 +155,7 @@ def _prelearner(
     gamma=0.99,
     horizon=None,
 ):
-    config = BCConfig() if algo == "bc" else MARWILConfig()
+    config = _ALGO_CONFIGS[algo]()
     config = (
         config.environment(observation_space=obs_space, action_space=action_space)
         .training(train_batch_size_per_learner=BATCH_SIZE, gamma=gamma)
@@ -211,6 +270,25 @@ def test_n_step_batches_match(algo, n_step):
     assert n.min() >= 1 and n.max() <= 5
     if isinstance(n_step, tuple):
         assert len(set(n.tolist())) > 1
+
+
+@pytest.mark.parametrize("algo", ["cql", "iql"])
+@pytest.mark.parametrize("n_step", [None, 3, (1, 4)])
+@pytest.mark.parametrize("to_numpy", [True, False])
+def test_cql_iql_rows_match_and_carry_their_transition(algo, n_step, to_numpy):
+    """Rows of off-policy algorithms: the next observation, done flags and
+    n-step of each row, equal on both paths for the same draws."""
+    data = _pendulum(to_numpy=to_numpy)
+    assert {e.is_terminated for e in data[2]} == {True, False}
+    out_fast, out_general = _run_both(algo, data, n_step=n_step, gamma=0.95)
+    _assert_same(out_fast, out_general)
+    columns = {
+        key: out_fast[f"{DEFAULT_MODULE_ID}/{key}"]
+        for key in (Columns.OBS, Columns.NEXT_OBS, Columns.TERMINATEDS, "n_step")
+    }
+    assert len(columns[Columns.OBS]) == BATCH_SIZE
+    # Rows at a terminal step, and others.
+    assert 0 < columns[Columns.TERMINATEDS].sum() < BATCH_SIZE
 
 
 @pytest.mark.parametrize("fast", [True, False])
