@@ -1,0 +1,407 @@
+"""CQL and IQL from recorded continuous-control episodes: fork vs ray 2.60 vs d3rlpy.
+
+For each task and data quality (`rllib.examples.offline_rl.
+scripted_continuous_control`: Pendulum-v1 and the MuJoCo InvertedPendulum-v5,
+random / medium / expert behaviour), the same episodes are trained on by
+
+- RLlib's CQL and IQL with the fork (its in-memory episode store),
+- the same with `RLLIB_FORK_DISABLE=1` (ray 2.60's streaming path), under a
+  wall-time cap (`--upstream-seconds`): it is often far slower,
+- d3rlpy's CQL and IQL (`d3rlpy_offline.py`, in d3rlpy's own virtualenv).
+
+The RLlib sides read the episodes as users hand-roll them (msgpack'd
+`SingleAgentEpisode.get_state()` rows, the seed report's format, which ray
+2.60 reads too); d3rlpy gets the same transitions as arrays. All sides use
+batch 256, gamma 0.99, the same update budget and evaluation points, and
+their library's default hyperparameters otherwise (RLlib's CQL: `lr=None`,
+which its validation requires, and `bc_iters=0`, since its default of 20,000
+behaviour-cloning updates exceeds the budgets here; d3rlpy: an action
+scaler to the env's bounds, see `d3rlpy_offline.py`).
+
+Each evaluation plays `--eval-episodes` episodes with the deterministic
+policy (reset seeds 10,000 + i, as d3rlpy's side) and reports the normalized
+score: 0 = the random behaviour's mean return, 100 = the expert data's.
+Updates/s counts training only (for RLlib: `algo.train()`, data path
+included; for d3rlpy: sampling plus update).
+
+    python release/benchmarks/bench_cql_iql.py [--quick] [--tasks pendulum]
+        [--qualities medium,expert] [--algos iql,cql] [--updates 3000]
+        [--json out.json] [--chart curves.png]
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import List
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SIDES = ("fork", "upstream", "d3rlpy")
+
+
+def write_data(task: str, quality: str, num_timesteps: int, directory: str):
+    """Records one dataset; writes hand-rolled payload files and d3rlpy arrays."""
+    from rllib.examples.offline_rl.scripted_cartpole import write_hand_rolled_files
+    from rllib.examples.offline_rl.scripted_continuous_control import (
+        record_episodes,
+    )
+
+    episodes = record_episodes(task, quality, num_timesteps, seed=0)
+    payload_dir = os.path.join(directory, "payloads")
+    os.makedirs(payload_dir)
+    write_hand_rolled_files(episodes, payload_dir, num_files=4)
+    arrays = {
+        "observations": [],
+        "actions": [],
+        "rewards": [],
+        "terminals": [],
+        "timeouts": [],
+    }
+    for episode in episodes:
+        length = len(episode)
+        arrays["observations"].append(np.asarray(episode.get_observations()[:-1]))
+        arrays["actions"].append(np.asarray(episode.get_actions()))
+        arrays["rewards"].append(np.asarray(episode.get_rewards()))
+        last = np.zeros(length)
+        last[-1] = 1.0
+        arrays["terminals"].append(last * episode.is_terminated)
+        arrays["timeouts"].append(last * (not episode.is_terminated))
+    npz = os.path.join(directory, "transitions.npz")
+    np.savez(npz, **{k: np.concatenate(v) for k, v in arrays.items()})
+    returns = [e.get_return() for e in episodes]
+    return payload_dir, npz, float(np.mean(returns)), len(episodes)
+
+
+# ---------------------------------------------------------------- RLlib child
+
+
+def _config(args):
+    from ray.data import ActorPoolStrategy
+
+    if args.algo == "cql":
+        from ray.rllib.algorithms.cql import CQLConfig
+
+        config = CQLConfig().training(lr=None, bc_iters=0)
+    else:
+        from ray.rllib.algorithms.iql import IQLConfig
+
+        config = IQLConfig()
+    import gymnasium as gym
+
+    env = gym.make(args.env_id)
+    return (
+        config.environment(
+            args.env_id,
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+        )
+        .env_runners(num_env_runners=0)
+        .learners(num_learners=0)
+        .training(train_batch_size_per_learner=args.batch_size, gamma=0.99)
+        .offline_data(
+            input_=[args.data],
+            input_read_episodes=True,
+            input_read_method_kwargs={"override_num_blocks": 4},
+            dataset_num_iters_per_learner=args.iteration_updates,
+            map_batches_kwargs={"compute": ActorPoolStrategy(size=1), "num_cpus": 1},
+        )
+        .debugging(seed=args.seed)
+    )
+
+
+def _evaluate(module, env_id: str, num_episodes: int) -> float:
+    """Mean return of the module's deterministic actions (reset seeds 10,000 + i)."""
+    import gymnasium as gym
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    env = gym.make(env_id)
+    dist_class = module.get_inference_action_dist_cls()
+    total = 0.0
+    for i in range(num_episodes):
+        obs, _ = env.reset(seed=10_000 + i)
+        done = False
+        while not done:
+            with torch.no_grad():
+                batch = {Columns.OBS: torch.as_tensor(obs[None], dtype=torch.float32)}
+                logits = module.forward_inference(batch)[Columns.ACTION_DIST_INPUTS]
+                action = dist_class.from_logits(logits).to_deterministic().sample()
+            obs, reward, terminated, truncated, _ = env.step(action[0].numpy())
+            total += reward
+            done = terminated or truncated
+    env.close()
+    return total / num_episodes
+
+
+def rllib_child(args) -> dict:
+    """Trains in this process (fork or upstream, as the environment says)."""
+    import gc
+
+    import ray
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    import rllib
+
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    algo = _config(args).build_algo()
+    curve, iteration_seconds, updates = [], [], 0
+    deadline = time.perf_counter() + args.max_seconds
+    try:
+        while updates < args.updates and time.perf_counter() < deadline:
+            start = time.perf_counter()
+            algo.train()
+            iteration_seconds.append(time.perf_counter() - start)
+            updates += args.iteration_updates
+            at_eval_point = updates % args.eval_every == 0
+            if (
+                at_eval_point
+                or updates >= args.updates
+                or (time.perf_counter() >= deadline)
+            ):
+                # The local Learner's module: ray 2.60's `algo.get_module()`
+                # fails for IQL without EnvRunners (`env_runner_group` is None).
+                module = algo.learner_group._learner.module[DEFAULT_MODULE_ID]
+                score = _evaluate(module, args.env_id, args.eval_episodes)
+                curve.append([updates, score])
+                print(f"  {updates} updates: return {score:.1f}", file=sys.stderr)
+    finally:
+        algo.stop()
+        del algo
+        gc.collect()
+        ray.shutdown()
+    train_seconds = sum(iteration_seconds)
+    later = iteration_seconds[1:]
+    return {
+        "fork_active": rllib.is_active(),
+        "updates": updates,
+        "updates_per_s": updates / train_seconds if train_seconds else None,
+        # Without the first `train()` (it starts the data pipeline).
+        "steady_updates_per_s": (
+            args.iteration_updates * len(later) / sum(later) if later else None
+        ),
+        "train_seconds": train_seconds,
+        "curve": curve,
+        "final_return": curve[-1][1] if curve else None,
+        "stopped_by_time": updates < args.updates,
+    }
+
+
+# ---------------------------------------------------------------- driver
+
+
+def run_side(side, algo, env_id, payload_dir, npz, args, workdir) -> dict:
+    out = os.path.join(workdir, f"{side}-{algo}.json")
+    common = [
+        "--algo",
+        algo,
+        "--env-id",
+        env_id,
+        "--updates",
+        str(args.updates),
+        "--eval-every",
+        str(args.eval_every),
+        "--eval-episodes",
+        str(args.eval_episodes),
+        "--seed",
+        str(args.seed),
+    ]
+    env = dict(os.environ, PYTHONPATH=REPO, RAY_USAGE_STATS_ENABLED="0")
+    if side == "d3rlpy":
+        if not os.path.exists(args.d3rlpy_python):
+            return {"error": f"no d3rlpy interpreter at {args.d3rlpy_python}"}
+        script = os.path.join(HERE, "d3rlpy_offline.py")
+        cmd = [args.d3rlpy_python, script, "--data", npz, "--out", out] + common
+        timeout = args.timeout
+    else:
+        seconds = args.upstream_seconds if side == "upstream" else args.timeout
+        cmd = [sys.executable, __file__, "--child", "--data", payload_dir]
+        cmd += common + ["--max-seconds", str(seconds), "--out", out]
+        # `train()` calls of a few updates, so the time cap can stop upstream.
+        cmd += ["--iteration-updates", str(math.gcd(args.eval_every, 25))]
+        timeout = seconds + 600  # Start-up, evaluation and one last iteration.
+        if side == "upstream":
+            env["RLLIB_FORK_DISABLE"] = "1"
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            cmd, env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"no result within {timeout} s"}
+    if done.returncode != 0:
+        return {"error": " | ".join(done.stderr.strip().splitlines()[-3:]) or "exit"}
+    with open(out) as f:
+        result = json.load(f)
+    result["wall_seconds"] = time.perf_counter() - start
+    return result
+
+
+def run(args) -> dict:
+    from rllib.examples.offline_rl.scripted_continuous_control import (
+        TASKS,
+        normalized_score,
+    )
+
+    report = {}
+    with tempfile.TemporaryDirectory() as workdir:
+        for task in args.tasks:
+            for quality in args.qualities:
+                name = f"{task}-{quality}"
+                directory = os.path.join(workdir, name)
+                os.makedirs(directory)
+                payloads, npz, data_return, num_episodes = write_data(
+                    task, quality, args.num_timesteps, directory
+                )
+                entry = {
+                    "data_return": data_return,
+                    "data_score": normalized_score(task, data_return),
+                    "episodes": num_episodes,
+                }
+                for algo in args.algos:
+                    for side in args.sides:
+                        print(f"{name} {algo} {side} ...", flush=True)
+                        result = run_side(
+                            side,
+                            algo,
+                            TASKS[task].env_id,
+                            payloads,
+                            npz,
+                            args,
+                            directory,
+                        )
+                        for point in result.get("curve", []):
+                            point.append(normalized_score(task, point[1]))
+                        entry[f"{algo}/{side}"] = result
+                report[name] = entry
+    return report
+
+
+def _cell(result: dict) -> str:
+    if "error" in result:
+        return "error"
+    curve = result.get("curve") or []
+    if not curve:
+        return "no eval"
+    score = f"{curve[-1][2]:6.1f}"
+    if result.get("stopped_by_time"):
+        score += f" @{result['updates']}"
+    return score
+
+
+def print_report(report: dict, args) -> None:
+    print(
+        f"\nNormalized score after {args.updates} updates (0 random, 100 expert "
+        f"data; '@n': stopped by the time cap after n updates), and updates/s"
+    )
+    header = f"{'dataset':28} {'algo':5} {'data':>6}"
+    for side in args.sides:
+        header += f" {side + ' score':>16} {side + ' upd/s':>13}"
+    print(header)
+    for name, entry in report.items():
+        for algo in args.algos:
+            row = f"{name:28} {algo:5} {entry['data_score']:6.1f}"
+            for side in args.sides:
+                result = entry[f"{algo}/{side}"]
+                rate = result.get("updates_per_s")
+                row += f" {_cell(result):>16} {rate or float('nan'):13.1f}"
+            print(row)
+    for name, entry in report.items():
+        for key, result in entry.items():
+            if isinstance(result, dict) and "error" in result:
+                print(f"{name} {key}: {result['error']}")
+
+
+def plot(report: dict, args, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(report)
+    fig, axes = plt.subplots(
+        len(args.algos),
+        len(names),
+        figsize=(3.6 * len(names), 3.0 * len(args.algos)),
+        squeeze=False,
+    )
+    for row, algo in enumerate(args.algos):
+        for col, name in enumerate(names):
+            ax = axes[row][col]
+            for side in args.sides:
+                curve = report[name][f"{algo}/{side}"].get("curve") or []
+                if curve:
+                    ax.plot([p[0] for p in curve], [p[2] for p in curve], label=side)
+            ax.axhline(report[name]["data_score"], color="grey", ls=":", label="data")
+            ax.set_title(f"{algo.upper()} {name}", fontsize=9)
+            ax.set_xlabel("updates")
+            ax.set_ylabel("normalized score")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"wrote {path}")
+
+
+def parse_args(argv: List[str] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (CI)")
+    parser.add_argument("--tasks", default="pendulum,inverted_pendulum")
+    parser.add_argument("--qualities", default="random,medium,expert")
+    parser.add_argument("--algos", default="iql,cql")
+    parser.add_argument("--sides", default=",".join(SIDES))
+    parser.add_argument("--num-timesteps", type=int, default=20_000)
+    parser.add_argument("--updates", type=int, default=3000)
+    parser.add_argument("--eval-every", type=int, default=250)
+    parser.add_argument("--eval-episodes", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--upstream-seconds", type=int, default=300)
+    parser.add_argument("--timeout", type=int, default=3600)
+    parser.add_argument("--d3rlpy-python", default="/work/d3rlpy-venv/bin/python")
+    parser.add_argument("--json", help="write the report here")
+    parser.add_argument("--chart", help="write learning curves (PNG) here")
+    # Child-only arguments.
+    parser.add_argument("--data", help=argparse.SUPPRESS)
+    parser.add_argument("--algo", help=argparse.SUPPRESS)
+    parser.add_argument("--env-id", help=argparse.SUPPRESS)
+    parser.add_argument("--max-seconds", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--iteration-updates", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return args
+    for name in ("tasks", "qualities", "algos", "sides"):
+        setattr(args, name, getattr(args, name).split(","))
+    if args.quick:
+        args.tasks, args.qualities = ["pendulum"], ["medium"]
+        args.num_timesteps, args.updates, args.eval_every = 1000, 20, 10
+        args.eval_episodes, args.upstream_seconds = 1, 60
+    return args
+
+
+def main(argv: List[str] = None) -> int:
+    args = parse_args(argv)
+    if args.child:
+        result = rllib_child(args)
+        with open(args.out, "w") as f:
+            json.dump(result, f)
+        return 0
+    report = run(args)
+    print_report(report, args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"settings": vars(args), "datasets": report}, f, indent=1)
+    if args.chart:
+        plot(report, args, args.chart)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
