@@ -580,7 +580,8 @@ SERIES: List[Topic] = [
     Topic(
         slug="cql-loss-corrections",
         subject=(
-            "[RLlib] CQL: the action box's density for random actions; n-step targets"
+            "[RLlib] CQL and IQL Learners: box density, n-step targets, gradients"
+            " in step across Learners"
         ),
         description=(
             "CQL's conservative penalty subtracts each random action's log-density,\n"
@@ -590,12 +591,19 @@ SERIES: List[Topic] = [
             "whose reward sums `n_step` rewards; SAC's learner uses\n"
             "`gamma ** n_step`, and so does CQL's now. With two or more Learners\n"
             "CQL copied each optimizer's gradients before DDP averaged them, so\n"
-            "the Learners' modules drifted apart; they are averaged explicitly.\n\n"
+            "the Learners' modules drifted apart; they are averaged explicitly.\n"
+            "CQL and IQL loop over a set of module ids, ordered by each process's\n"
+            "hash seed, so DDP could average one module's gradients with another's;\n"
+            "both loop in sorted order now.\n\n"
             "Behaviour change: CQL's critic loss for action boxes other than\n"
             "[-1, 1] and for `n_step > 1`; identical values otherwise. With\n"
             "`num_learners >= 2` every Learner applies the averaged gradients."
         ),
-        files=["rllib/algorithms/cql/torch/cql_torch_learner.py"],
+        files=[
+            "rllib/core/learner/optimizer_gradients.py",
+            "rllib/algorithms/cql/torch/cql_torch_learner.py",
+            "rllib/algorithms/iql/torch/iql_torch_learner.py",
+        ],
         tests=[
             "rllib/algorithms/cql/tests/__init__.py",
             "rllib/algorithms/cql/tests/cql_fixtures.py",
@@ -623,6 +631,7 @@ FORK_ONLY_TESTS = (
     "rllib/algorithms/marwil/tests/test_marwil.py",
     "rllib/algorithms/marwil/tests/test_marwil_checkpoints.py",
     "rllib/algorithms/cql/tests/test_cql_loss_matches_upstream.py",
+    "rllib/core/learner/tests/test_optimizer_gradients_match_upstream.py",
     "rllib/algorithms/ppo/tests/",
     "rllib/offline/tests/test_cloud_input.py",
     "rllib/offline/tests/test_column_data_matches_upstream.py",

@@ -25,6 +25,7 @@ REPLACING_MODULES = (
     "rllib.algorithms.algorithm",
     "rllib.algorithms.marwil.torch.marwil_torch_learner",
     "rllib.algorithms.cql.torch.cql_torch_learner",
+    "rllib.algorithms.iql.torch.iql_torch_learner",
 )
 
 #: Fork packages that are new upstream: each, and every module below it, is
@@ -40,6 +41,7 @@ NEW_PACKAGES = (
 NEW_MODULES = (
     "rllib.algorithms.marwil.torch.advantage_statistics",
     "rllib.core.learner.batch_conversion",
+    "rllib.core.learner.optimizer_gradients",
     "rllib.core.learner.value_targets",
     "rllib.offline.offline_multi_agent_env_runner",
     "rllib.utils.postprocessing.bootstrapped_returns",

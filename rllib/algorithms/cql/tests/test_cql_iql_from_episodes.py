@@ -30,6 +30,9 @@ def data_dirs(tmp_path_factory):
 
 
 def _config(algo, data, space_episode, num_learners, memory_budget=None):
+    spaces = (None, None)
+    if space_episode is not None:
+        spaces = (space_episode.observation_space, space_episode.action_space)
     if algo == "cql":
         from ray.rllib.algorithms.cql import CQLConfig
 
@@ -45,8 +48,8 @@ def _config(algo, data, space_episode, num_learners, memory_budget=None):
         # CQL (a SAC) builds a local EnvRunner even offline: it needs the env.
         config.environment(
             "Pendulum-v1",
-            observation_space=space_episode.observation_space,
-            action_space=space_episode.action_space,
+            observation_space=spaces[0],
+            action_space=spaces[1],
         )
         .rl_module(model_config={"fcnet_hiddens": [32]})
         .training(train_batch_size_per_learner=64)
@@ -126,6 +129,74 @@ def test_trains_streaming_from_hand_rolled_payloads(ray_cluster, data_dirs, algo
     results, before, after, mode = _train(config)
     assert mode == "streaming"
     _check(results, before, after, 0)
+
+
+@pytest.fixture(scope="module")
+def two_agent_dir(tmp_path_factory):
+    """Two scripted Pendulum agents per episode (RLlib's `MultiAgentPendulum`)."""
+    from ray.rllib.examples.envs.classes.multi_agent import MultiAgentPendulum
+
+    from rllib.examples.offline_rl.scripted_cartpole import (
+        record_multi_agent_episodes,
+    )
+    from rllib.examples.offline_rl.scripted_continuous_control import (
+        pendulum_controller,
+    )
+
+    env = MultiAgentPendulum({"num_agents": 2})
+    episodes = record_multi_agent_episodes(env, 4, pendulum_controller, seed=0)
+    path = tmp_path_factory.mktemp("two_agent_pendulum")
+    write_episodes(episodes, str(path), max_rows_per_file=2)
+    return str(path)
+
+
+def _module_weights(algo, module_id):
+    return [
+        call.get()
+        for call in algo.learner_group.foreach_learner(
+            lambda learner: {
+                k: v.detach().cpu().clone()
+                for k, v in learner.module[module_id].unwrapped().state_dict().items()
+            }
+        )
+    ]
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize("algo", ["cql", "iql"])
+def test_multi_agent_trains_one_module_per_policy_with_two_learners(
+    ray_cluster, two_agent_dir, algo
+):
+    from ray.rllib.examples.envs.classes.multi_agent import MultiAgentPendulum
+    from ray.tune.registry import register_env
+
+    from rllib.examples.offline_rl.scripted_cartpole import module_of_agent
+
+    register_env("two_agent_pendulum", lambda _: MultiAgentPendulum({"num_agents": 2}))
+    config = (
+        _config(algo, two_agent_dir, None, num_learners=2)
+        .environment("two_agent_pendulum", observation_space=None, action_space=None)
+        .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=module_of_agent)
+    )
+    algo_ = config.build_algo()
+    try:
+        before = {m: _module_weights(algo_, m) for m in ("p0", "p1")}
+        result = algo_.train()
+        after = {m: _module_weights(algo_, m) for m in ("p0", "p1")}
+    finally:
+        algo_.stop()
+        del algo_
+        gc.collect()
+    for module_id in ("p0", "p1"):
+        losses = result[LEARNER_RESULTS][module_id]
+        assert np.isfinite(losses["qf_loss"]) and np.isfinite(losses["policy_loss"])
+        first, second = after[module_id]
+        moved = [k for k in first if not torch.equal(before[module_id][0][k], first[k])]
+        assert any(k.startswith("pi") for k in moved), (module_id, moved)
+        # Both Learners hold the same weights for every module.
+        for key, value in first.items():
+            assert torch.equal(value, second[key]), (module_id, key)
 
 
 if __name__ == "__main__":

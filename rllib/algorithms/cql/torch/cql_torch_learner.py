@@ -16,20 +16,17 @@ corrections, each a behaviour change:
   the bootstrap as if one step had passed. Identical for ``n_step=1`` (CQL's
   default).
 
-``CQLTorchLearner.compute_gradients`` averages the gradients over the
-Learners (``num_learners >= 2``). Upstream's relies on DDP but copies each
-optimizer's gradients right after that optimizer's backward pass (one pass
-per optimizer over a shared graph), and DDP's averaged values do not reach
-those copies: with two Learners the modules drifted apart (48 of 57 weight
-tensors differed after six updates, in both modes; IQL, which keeps
-references to the gradients instead of copies, stays in sync).
+``CQLTorchLearner.compute_gradients`` runs the backward passes in the same
+module order on every Learner and averages the gradients over the Learners
+(``num_learners >= 2``); see ``rllib.core.learner.optimizer_gradients``.
+Upstream's Learners drifted apart (48 of 57 weight tensors differed after six
+updates with two Learners and one module, in both modes).
 """
 
 from typing import Dict
 
 import torch
 from ray.rllib.algorithms.cql.cql import CQLConfig
-from ray.rllib.algorithms.cql.torch import cql_torch_learner as _upstream
 from ray.rllib.algorithms.sac.sac_learner import (
     LOGPS_KEY,
     QF_LOSS_KEY,
@@ -47,7 +44,10 @@ from ray.rllib.utils.metrics import ALL_MODULES
 from ray.rllib.utils.typing import ModuleID, TensorType
 from ray.tune.result import TRAINING_ITERATION
 
-_upstream_compute_gradients = _upstream.CQLTorchLearner.compute_gradients
+from rllib.core.learner.optimizer_gradients import (
+    average_over_learners,
+    gradients_per_optimizer,
+)
 
 
 def random_action_log_density(action_space, device) -> torch.Tensor:
@@ -183,46 +183,8 @@ def compute_loss_for_module(
 
 def compute_gradients(self, loss_per_module: Dict[ModuleID, TensorType], **kwargs):
     """Each optimizer's gradients from its own loss, averaged over the Learners."""
-    grads = _upstream_compute_gradients(self, loss_per_module, **kwargs)
+    grads = gradients_per_optimizer(self, loss_per_module, copy=True)
     return average_over_learners(self, grads)
-
-
-def average_over_learners(learner, grads: Dict) -> Dict:
-    """Returns `grads` averaged over all Learners (unchanged for one Learner).
-
-    One all-reduce of all gradients, concatenated in an order every Learner
-    shares: modules by id, each module's parameters by name, then its
-    temperature (parameter refs differ between processes).
-    """
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return grads
-    world_size = dist.get_world_size()
-    if world_size < 2:
-        return grads
-    refs = []
-    for module_id in sorted(learner.module.keys()):
-        module = learner.module[module_id].unwrapped()
-        params = [param for _, param in sorted(module.named_parameters())]
-        if module_id in learner.curr_log_alpha:
-            params.append(learner.curr_log_alpha[module_id])
-        refs += [learner.get_param_ref(p) for p in params]
-    refs = [ref for ref in refs if ref in grads]
-    if len(refs) != len(grads):
-        raise ValueError(
-            f"{len(grads) - len(refs)} gradient(s) belong to no module parameter "
-            "or temperature; their order across Learners is unknown."
-        )
-    flat = torch.cat([grads[ref].reshape(-1) for ref in refs])
-    dist.all_reduce(flat)
-    flat /= world_size
-    averaged, offset = dict(grads), 0
-    for ref in refs:
-        size = grads[ref].numel()
-        averaged[ref] = flat[offset : offset + size].view_as(grads[ref])
-        offset += size
-    return averaged
 
 
 REPLACES = {
