@@ -11,7 +11,13 @@ random / medium / expert behaviour), the same episodes are trained on by
 
 The RLlib sides read the episodes as users hand-roll them (msgpack'd
 `SingleAgentEpisode.get_state()` rows, the seed report's format, which ray
-2.60 reads too); d3rlpy gets the same transitions as arrays. All sides use
+2.60 reads too), with the actions mapped to [-1, 1]: RLlib's CQL and IQL
+modules act in those units (`normalize_actions=True`, the default; its
+EnvRunners map them back to the action box, and its recorder stores them),
+and fed raw Pendulum torques in [-2, 2] their squashed Gaussian gives every
+action beyond 1 the same clamped log-probability (IQL then scored -9 on
+expert data after 2,000 updates, d3rlpy 102). d3rlpy gets the same
+transitions as arrays in the env's units (it scales them itself). All sides use
 batch 256, gamma 0.99, the same update budget and evaluation points, and
 their library's default hyperparameters otherwise (RLlib's CQL: `lr=None`,
 which its validation requires, and `bc_iters=0`, since its default of 20,000
@@ -56,7 +62,9 @@ def write_data(task: str, quality: str, num_timesteps: int, directory: str):
     episodes = record_episodes(task, quality, num_timesteps, seed=0)
     payload_dir = os.path.join(directory, "payloads")
     os.makedirs(payload_dir)
-    write_hand_rolled_files(episodes, payload_dir, num_files=4)
+    write_hand_rolled_files(
+        [normalized_actions(e) for e in episodes], payload_dir, num_files=4
+    )
     arrays = {
         "observations": [],
         "actions": [],
@@ -77,6 +85,27 @@ def write_data(task: str, quality: str, num_timesteps: int, directory: str):
     np.savez(npz, **{k: np.concatenate(v) for k, v in arrays.items()})
     returns = [e.get_return() for e in episodes]
     return payload_dir, npz, float(np.mean(returns)), len(episodes)
+
+
+def normalized_actions(episode):
+    """A copy of `episode` with its actions mapped from the action box to
+    [-1, 1], the units RLlib's modules act in (`normalize_actions=True`, the
+    default) and RLlib's own recorder stores."""
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    space = episode.action_space
+    actions = np.asarray(episode.get_actions())
+    scaled = 2.0 * (actions - space.low) / (space.high - space.low) - 1.0
+    return SingleAgentEpisode(
+        observations=list(episode.get_observations()),
+        actions=list(scaled.astype(np.float32)),
+        rewards=list(episode.get_rewards()),
+        terminated=episode.is_terminated,
+        truncated=episode.is_truncated,
+        observation_space=episode.observation_space,
+        action_space=space,
+        len_lookback_buffer=0,
+    )
 
 
 # ---------------------------------------------------------------- RLlib child
@@ -133,7 +162,10 @@ def _evaluate(module, env_id: str, num_episodes: int) -> float:
                 batch = {Columns.OBS: torch.as_tensor(obs[None], dtype=torch.float32)}
                 logits = module.forward_inference(batch)[Columns.ACTION_DIST_INPUTS]
                 action = dist_class.from_logits(logits).to_deterministic().sample()
-            obs, reward, terminated, truncated, _ = env.step(action[0].numpy())
+            # [-1, 1] -> the action box, as RLlib's EnvRunners unsquash.
+            low, high = env.action_space.low, env.action_space.high
+            action = low + (action[0].numpy() + 1.0) * (high - low) / 2.0
+            obs, reward, terminated, truncated, _ = env.step(np.clip(action, low, high))
             total += reward
             done = terminated or truncated
     env.close()
