@@ -131,8 +131,16 @@ def test_bc_cql_iql_losses_identical(tmp_path):
     assert_same(upstream["iql"], fork["iql"], path="iql")
     # CQL's second iteration varies upstream vs upstream too (alpha_loss
     # -0.009925 vs -0.011630 in two upstream runs), so only its first is
-    # compared.
-    assert_same(upstream["cql"][0], fork["cql"][0], path="cql[0]")
+    # compared. Its critic losses differ on purpose: Pendulum's [-2, 2] box
+    # gets its own density for CQL's random actions (the fork's CQL Learner);
+    # the other losses are upstream's.
+    critic = {"qf_loss", "qf_twin_loss", "cql_loss", "total_loss"}
+    assert fork["cql"][0]["cql_loss"] != upstream["cql"][0]["cql_loss"]
+    assert_same(
+        {k: v for k, v in upstream["cql"][0].items() if k not in critic},
+        {k: v for k, v in fork["cql"][0].items() if k not in critic},
+        path="cql[0]",
+    )
 
 
 if __name__ == "__main__":
