@@ -194,7 +194,7 @@ def build_datasets(
     seed: int = 0,
 ) -> Dict[str, str]:
     """Writes each task and quality under `out`; returns name -> directory."""
-    from ray.rllib.offline.episode_writer import write_episodes
+    from ray.rllib.offline.episode_files.writer import write_episodes
 
     written = {}
     for task in tasks:

@@ -49,7 +49,7 @@ def test_recording_is_seeded_and_bounded():
 
 
 def test_files_read_back_step_for_step(tmp_path):
-    from ray.rllib.offline.episode_reader import read_episodes
+    from ray.rllib.offline.episode_files.reader import read_episodes
 
     written = build_datasets(
         str(tmp_path),
