@@ -18,11 +18,15 @@ and fed raw Pendulum torques in [-2, 2] their squashed Gaussian gives every
 action beyond 1 the same clamped log-probability (IQL then scored -9 on
 expert data after 2,000 updates, d3rlpy 102). d3rlpy gets the same
 transitions as arrays in the env's units (it scales them itself). All sides use
-batch 256, gamma 0.99, the same update budget and evaluation points, and
-their library's default hyperparameters otherwise (RLlib's CQL: `lr=None`,
-which its validation requires, and `bc_iters=0`, since its default of 20,000
-behaviour-cloning updates exceeds the budgets here; d3rlpy: an action
-scaler to the env's bounds, see `d3rlpy_offline.py`).
+batch 256, gamma 0.99, the same update budget, seeds and evaluation points.
+With `--hparams matched` (the default) RLlib runs d3rlpy's settings (`MATCHED`
+below: networks, learning rates, target rate, loss weights), so the figures
+compare implementations; with `--hparams defaults` each library keeps its own.
+Either way RLlib's CQL gets `lr=None` (its validation requires it) and
+`bc_iters=0` (its default of 20,000 behaviour-cloning updates exceeds the
+budgets here), d3rlpy's CQL a fixed conservative weight as RLlib's (see
+`d3rlpy_offline.py`) unless `--hparams defaults`, and d3rlpy an action scaler
+to the env's bounds.
 
 Each evaluation plays `--eval-episodes` episodes with the deterministic
 policy (reset seeds 10,000 + i, as d3rlpy's side) and reports the normalized
@@ -50,6 +54,35 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SIDES = ("fork", "upstream", "d3rlpy")
+
+#: d3rlpy's defaults (the IQL and CQL papers' settings) in RLlib's names:
+#: with `--hparams matched` the libraries train the same [256, 256] ReLU
+#: networks with the same learning rates, target-network rate and loss
+#: weights, so what differs is the implementation. RLlib's own defaults differ:
+#: IQL `beta=0.1`, `expectile=0.8`, `tau=1.0` (its target network is a copy of
+#: the Q network after every update); CQL `actor_lr=3e-5`, `alpha_lr=3e-4`;
+#: tanh activations.
+MATCHED = {
+    "iql": {
+        "beta": 3.0,
+        "expectile": 0.7,
+        "tau": 0.005,
+        "actor_lr": 3e-4,
+        "critic_lr": 3e-4,
+        "value_lr": 3e-4,
+    },
+    "cql": {
+        "actor_lr": 1e-4,
+        "critic_lr": 3e-4,
+        "alpha_lr": 1e-4,
+        "initial_alpha": 1.0,
+        "tau": 0.005,
+        "min_q_weight": 5.0,
+        "num_actions": 10,
+        "temperature": 1.0,
+        "deterministic_backup": True,
+    },
+}
 
 
 def write_data(task: str, quality: str, num_timesteps: int, directory: str):
@@ -122,6 +155,14 @@ def _config(args):
         from ray.rllib.algorithms.iql import IQLConfig
 
         config = IQLConfig()
+    if args.hparams == "matched":
+        from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+        config = config.training(**MATCHED[args.algo]).rl_module(
+            model_config=DefaultModelConfig(
+                fcnet_hiddens=[256, 256], fcnet_activation="relu"
+            )
+        )
     import gymnasium as gym
 
     env = gym.make(args.env_id)
@@ -228,8 +269,8 @@ def rllib_child(args) -> dict:
 # ---------------------------------------------------------------- driver
 
 
-def run_side(side, algo, env_id, payload_dir, npz, args, workdir) -> dict:
-    out = os.path.join(workdir, f"{side}-{algo}.json")
+def run_side(side, algo, env_id, payload_dir, npz, args, workdir, seed) -> dict:
+    out = os.path.join(workdir, f"{side}-{algo}-{seed}.json")
     common = [
         "--algo",
         algo,
@@ -242,7 +283,7 @@ def run_side(side, algo, env_id, payload_dir, npz, args, workdir) -> dict:
         "--eval-episodes",
         str(args.eval_episodes),
         "--seed",
-        str(args.seed),
+        str(seed),
     ]
     env = dict(os.environ, PYTHONPATH=REPO, RAY_USAGE_STATS_ENABLED="0")
     if side == "d3rlpy":
@@ -250,11 +291,14 @@ def run_side(side, algo, env_id, payload_dir, npz, args, workdir) -> dict:
             return {"error": f"no d3rlpy interpreter at {args.d3rlpy_python}"}
         script = os.path.join(HERE, "d3rlpy_offline.py")
         cmd = [args.d3rlpy_python, script, "--data", npz, "--out", out] + common
+        if args.hparams == "defaults" and algo == "cql":
+            cmd += ["--cql-alpha-lr", "1e-4"]
         timeout = args.timeout
     else:
         seconds = args.upstream_seconds if side == "upstream" else args.timeout
         cmd = [sys.executable, __file__, "--child", "--data", payload_dir]
         cmd += common + ["--max-seconds", str(seconds), "--out", out]
+        cmd += ["--hparams", args.hparams]
         # `train()` calls of a few updates, so the time cap can stop upstream.
         cmd += ["--iteration-updates", str(math.gcd(args.eval_every, 25))]
         timeout = seconds + 600  # Start-up, evaluation and one last iteration.
@@ -298,30 +342,64 @@ def run(args) -> dict:
                 }
                 for algo in args.algos:
                     for side in args.sides:
-                        print(f"{name} {algo} {side} ...", flush=True)
-                        result = run_side(
-                            side,
-                            algo,
-                            TASKS[task].env_id,
-                            payloads,
-                            npz,
-                            args,
-                            directory,
-                        )
-                        for point in result.get("curve", []):
-                            point.append(normalized_score(task, point[1]))
-                        entry[f"{algo}/{side}"] = result
+                        # Upstream runs under a time cap; one seed shows it.
+                        seeds = args.seeds[:1] if side == "upstream" else args.seeds
+                        runs = []
+                        for seed in seeds:
+                            print(f"{name} {algo} {side} seed {seed} ...", flush=True)
+                            result = run_side(
+                                side,
+                                algo,
+                                TASKS[task].env_id,
+                                payloads,
+                                npz,
+                                args,
+                                directory,
+                                seed,
+                            )
+                            for point in result.get("curve", []):
+                                point.append(normalized_score(task, point[1]))
+                            runs.append(result)
+                        entry[f"{algo}/{side}"] = over_seeds(runs)
                 report[name] = entry
     return report
+
+
+def over_seeds(runs: List[dict]) -> dict:
+    """The seeds' runs of one side, with their mean curve and figures."""
+    errors = [run["error"] for run in runs if "error" in run]
+    if errors:
+        return {"error": errors[0], "runs": runs}
+    # Evaluation points all runs reached (a time cap may stop one earlier).
+    common = set.intersection(*({p[0] for p in run["curve"]} for run in runs))
+    curve = []
+    for updates in sorted(common):
+        points = [next(p for p in run["curve"] if p[0] == updates) for run in runs]
+        curve.append(
+            [updates] + [float(np.mean([p[i] for p in points])) for i in (1, 2)]
+        )
+    finals = [run["curve"][-1][2] for run in runs if run["curve"]]
+    rates = [run["updates_per_s"] for run in runs if run.get("updates_per_s")]
+    return {
+        "runs": runs,
+        "curve": curve,
+        "final_scores": finals,
+        "final_score": float(np.mean(finals)) if finals else None,
+        "final_score_std": float(np.std(finals)) if finals else None,
+        "updates_per_s": float(np.mean(rates)) if rates else None,
+        "updates": min(run["updates"] for run in runs),
+        "stopped_by_time": any(run.get("stopped_by_time") for run in runs),
+    }
 
 
 def _cell(result: dict) -> str:
     if "error" in result:
         return "error"
-    curve = result.get("curve") or []
-    if not curve:
+    if result.get("final_score") is None:
         return "no eval"
-    score = f"{curve[-1][2]:6.1f}"
+    score = f"{result['final_score']:6.1f}"
+    if len(result["final_scores"]) > 1:
+        score += f"±{result['final_score_std']:.1f}"
     if result.get("stopped_by_time"):
         score += f" @{result['updates']}"
     return score
@@ -330,11 +408,13 @@ def _cell(result: dict) -> str:
 def print_report(report: dict, args) -> None:
     print(
         f"\nNormalized score after {args.updates} updates (0 random, 100 expert "
-        f"data; '@n': stopped by the time cap after n updates), and updates/s"
+        f"data; mean±std over seeds {args.seeds}, upstream: the first only; "
+        f"'@n': stopped by the time cap after n updates), and updates/s; "
+        f"hyperparameters: {args.hparams}"
     )
     header = f"{'dataset':28} {'algo':5} {'data':>6}"
     for side in args.sides:
-        header += f" {side + ' score':>16} {side + ' upd/s':>13}"
+        header += f" {side + ' score':>18} {side + ' upd/s':>13}"
     print(header)
     for name, entry in report.items():
         for algo in args.algos:
@@ -342,7 +422,7 @@ def print_report(report: dict, args) -> None:
             for side in args.sides:
                 result = entry[f"{algo}/{side}"]
                 rate = result.get("updates_per_s")
-                row += f" {_cell(result):>16} {rate or float('nan'):13.1f}"
+                row += f" {_cell(result):>18} {rate or float('nan'):13.1f}"
             print(row)
     for name, entry in report.items():
         for key, result in entry.items():
@@ -393,7 +473,14 @@ def parse_args(argv: List[str] = None) -> argparse.Namespace:
     parser.add_argument("--eval-every", type=int, default=250)
     parser.add_argument("--eval-episodes", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated")
+    parser.add_argument(
+        "--hparams",
+        choices=["matched", "defaults"],
+        default="matched",
+        help="'matched': d3rlpy's settings on every side (see MATCHED); "
+        "'defaults': each library's own",
+    )
     parser.add_argument("--upstream-seconds", type=int, default=300)
     parser.add_argument("--timeout", type=int, default=3600)
     parser.add_argument("--d3rlpy-python", default="/work/d3rlpy-venv/bin/python")
@@ -406,15 +493,18 @@ def parse_args(argv: List[str] = None) -> argparse.Namespace:
     parser.add_argument("--max-seconds", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--iteration-updates", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return args
     for name in ("tasks", "qualities", "algos", "sides"):
         setattr(args, name, getattr(args, name).split(","))
+    args.seeds = [int(seed) for seed in args.seeds.split(",")]
     if args.quick:
         args.tasks, args.qualities = ["pendulum"], ["medium"]
         args.num_timesteps, args.updates, args.eval_every = 1000, 20, 10
         args.eval_episodes, args.upstream_seconds = 1, 60
+        args.seeds = args.seeds[:1]
     return args
 
 

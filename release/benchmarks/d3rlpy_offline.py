@@ -29,7 +29,10 @@ is kept. A step flagged both terminal and truncated counts as terminal.
 Hyperparameters: d3rlpy's defaults of ``CQLConfig``/``IQLConfig`` (networks,
 learning rates, ``tau``, ``n_critics``, CQL's ``alpha``/``conservative_weight``,
 IQL's ``expectile``/``weight_temp``, no observation or reward scaler), except
-``batch_size`` and ``gamma`` from the command line and one action scaler:
+``batch_size`` and ``gamma`` from the command line, CQL's Lagrangian
+weight off unless ``--cql-alpha-lr`` is given (RLlib's CQL on the new API stack
+has none, so both weigh the conservative term by a fixed 5.0), and one action
+scaler:
 d3rlpy's policies squash their output with tanh to ``[-1, 1]`` and CQL draws
 its uniform actions from ``[-1, 1]``, so for an action space with other bounds
 (Pendulum-v1: ``[-2, 2]``, InvertedPendulum-v5: ``[-3, 3]``) the script adds
@@ -130,6 +133,7 @@ def make_algo(
     gamma: float,
     low: np.ndarray,
     high: np.ndarray,
+    cql_alpha_lr: float = 0.0,
 ) -> d3rlpy.algos.QLearningAlgoBase:
     """Creates CQL or IQL with d3rlpy's defaults on CPU.
 
@@ -139,6 +143,7 @@ def make_algo(
         gamma: Discount factor.
         low: Lower action bounds of the environment.
         high: Upper action bounds of the environment.
+        cql_alpha_lr: CQL's ``alpha_learning_rate`` (0: a fixed weight).
 
     Returns:
         The (not yet built) algorithm.
@@ -147,7 +152,12 @@ def make_algo(
     action_scaler = None
     if not (np.all(low == -1.0) and np.all(high == 1.0)):
         action_scaler = MinMaxActionScaler(minimum=low, maximum=high)
-    config = config_cls(batch_size=batch_size, gamma=gamma, action_scaler=action_scaler)
+    kwargs = {}
+    if name == "cql":
+        kwargs["alpha_learning_rate"] = cql_alpha_lr
+    config = config_cls(
+        batch_size=batch_size, gamma=gamma, action_scaler=action_scaler, **kwargs
+    )
     return config.create(device="cpu:0")
 
 
@@ -200,6 +210,13 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--gamma", type=float, default=0.99)
     parser.add_argument("--num-threads", type=int, default=1)
+    parser.add_argument(
+        "--cql-alpha-lr",
+        type=float,
+        default=0.0,
+        help="CQL's alpha_learning_rate; 0 (default here) keeps its weight fixed "
+        "as RLlib's CQL does, d3rlpy's own default is 1e-4",
+    )
     parser.add_argument("--out", required=True, help="output .json file")
     parser.add_argument(
         "--verbose", action="store_true", help="keep d3rlpy's info logging (stdout)"
@@ -230,7 +247,9 @@ def main(argv: Optional[list[str]] = None) -> None:
         raise ValueError(f"{args.env_id} has unbounded actions")
 
     dataset, clipped_fraction = load_dataset(args.data, low, high)
-    algo = make_algo(args.algo, args.batch_size, args.gamma, low, high)
+    algo = make_algo(
+        args.algo, args.batch_size, args.gamma, low, high, args.cql_alpha_lr
+    )
     # What fit() does before its loop: checks, scalers, networks.
     assert_action_space_with_dataset(algo, dataset.dataset_info)
     build_scalers_with_transition_picker(algo, dataset)
