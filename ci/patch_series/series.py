@@ -602,13 +602,41 @@ SERIES: List[Topic] = [
         files=[
             "rllib/core/learner/optimizer_gradients.py",
             "rllib/algorithms/cql/torch/cql_torch_learner.py",
-            "rllib/algorithms/iql/torch/iql_torch_learner.py",
+            "rllib/algorithms/iql/torch/iql_torch_learner.py"
+            "::IQLTorchLearner.compute_gradients",
         ],
         tests=[
             "rllib/algorithms/cql/tests/__init__.py",
             "rllib/algorithms/cql/tests/cql_fixtures.py",
             "rllib/algorithms/cql/tests/test_cql_loss.py",
             "rllib/algorithms/cql/tests/test_cql_iql_from_episodes.py",
+        ],
+    ),
+    Topic(
+        slug="iql-policy-extraction",
+        subject="[RLlib] IQL: fit logged actions at the squashed mean; "
+        "squashed Gaussian's deterministic action",
+        description=(
+            "IQL's actor maximized the tanh-squashed Gaussian's exact\n"
+            "log-probability of the logged actions, which passes each through\n"
+            "atanh: actions at or near the bounds (saturating controllers) land\n"
+            "at +-7.25 after clipping and dominate the fit. It now scores them\n"
+            "under a Gaussian at the squashed mean, as IQL's reference\n"
+            "implementation and d3rlpy do. The squashed Gaussian's\n"
+            "`to_deterministic()` returned the mean before the squash, which\n"
+            "EnvRunners then clipped to the box; it returns the squashed mean.\n\n"
+            "Behaviour change: IQL's actor loss; deterministic actions of SAC,\n"
+            "CQL and IQL policies. Value and critic losses are unchanged."
+        ),
+        files=[
+            "rllib/core/distribution/torch/torch_distribution.py",
+            "rllib/algorithms/iql/torch/iql_torch_learner.py"
+            "::IQLTorchLearner.compute_loss_for_module",
+        ],
+        tests=[
+            "rllib/algorithms/iql/tests/__init__.py",
+            "rllib/algorithms/iql/tests/iql_fixtures.py",
+            "rllib/algorithms/iql/tests/test_iql_loss.py",
         ],
     ),
     Topic(
@@ -631,6 +659,7 @@ FORK_ONLY_TESTS = (
     "rllib/algorithms/marwil/tests/test_marwil.py",
     "rllib/algorithms/marwil/tests/test_marwil_checkpoints.py",
     "rllib/algorithms/cql/tests/test_cql_loss_matches_upstream.py",
+    "rllib/algorithms/iql/tests/test_iql_matches_upstream.py",
     "rllib/core/learner/tests/test_optimizer_gradients_match_upstream.py",
     "rllib/algorithms/ppo/tests/",
     "rllib/offline/tests/test_cloud_input.py",

@@ -26,6 +26,7 @@ REPLACING_MODULES = (
     "rllib.algorithms.marwil.torch.marwil_torch_learner",
     "rllib.algorithms.cql.torch.cql_torch_learner",
     "rllib.algorithms.iql.torch.iql_torch_learner",
+    "rllib.core.distribution.torch.torch_distribution",
 )
 
 #: Fork packages that are new upstream: each, and every module below it, is
