@@ -640,6 +640,19 @@ SERIES: List[Topic] = [
         ],
     ),
     Topic(
+        slug="iql-train-pass",
+        subject="[RLlib] IQL: run only the forward passes its loss reads",
+        description=(
+            "IQL's module ran SAC's whole train pass before its own: policy\n"
+            "samples at the observations and next observations, scored by both\n"
+            "Q-networks and target Q-networks, none of which IQL's loss reads.\n"
+            "It now runs the policy, the Q-networks and target Q-networks on the\n"
+            "logged actions and the value network; targets without a graph.\n"
+            "The values the loss reads are unchanged."
+        ),
+        files=["rllib/algorithms/iql/torch/default_iql_torch_rl_module.py"],
+    ),
+    Topic(
         slug="continuous-control-datasets",
         subject="[RLlib] Examples: continuous-control datasets at three qualities",
         description=(
@@ -660,6 +673,7 @@ FORK_ONLY_TESTS = (
     "rllib/algorithms/marwil/tests/test_marwil_checkpoints.py",
     "rllib/algorithms/cql/tests/test_cql_loss_matches_upstream.py",
     "rllib/algorithms/iql/tests/test_iql_matches_upstream.py",
+    "rllib/algorithms/iql/tests/test_iql_train_pass_matches_upstream.py",
     "rllib/core/learner/tests/test_optimizer_gradients_match_upstream.py",
     "rllib/algorithms/ppo/tests/",
     "rllib/offline/tests/test_cloud_input.py",

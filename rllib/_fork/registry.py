@@ -27,6 +27,7 @@ REPLACING_MODULES = (
     "rllib.algorithms.cql.torch.cql_torch_learner",
     "rllib.algorithms.iql.torch.iql_torch_learner",
     "rllib.core.distribution.torch.torch_distribution",
+    "rllib.algorithms.iql.torch.default_iql_torch_rl_module",
 )
 
 #: Fork packages that are new upstream: each, and every module below it, is
