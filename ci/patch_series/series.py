@@ -653,6 +653,18 @@ SERIES: List[Topic] = [
         files=["rllib/algorithms/iql/torch/default_iql_torch_rl_module.py"],
     ),
     Topic(
+        slug="iql-beta-validation",
+        subject="[RLlib] IQL: accept inverse temperatures `beta` above 1",
+        description=(
+            "IQLConfig inherits MARWIL's check that `beta` lies in [0, 1], but\n"
+            "IQL's `beta` is the inverse temperature of exp(beta * A): the IQL\n"
+            "paper's 3 and 10 failed validation. IQL keeps MARWIL's other\n"
+            "checks and its own (`beta > 0`, `0 < expectile < 1`)."
+        ),
+        files=["rllib/algorithms/iql/iql.py"],
+        tests=["rllib/algorithms/iql/tests/test_iql_config.py"],
+    ),
+    Topic(
         slug="continuous-control-datasets",
         subject="[RLlib] Examples: continuous-control datasets at three qualities",
         description=(

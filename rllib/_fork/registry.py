@@ -28,6 +28,7 @@ REPLACING_MODULES = (
     "rllib.algorithms.iql.torch.iql_torch_learner",
     "rllib.core.distribution.torch.torch_distribution",
     "rllib.algorithms.iql.torch.default_iql_torch_rl_module",
+    "rllib.algorithms.iql.iql",
 )
 
 #: Fork packages that are new upstream: each, and every module below it, is
