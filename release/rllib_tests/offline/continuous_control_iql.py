@@ -1,0 +1,85 @@
+"""Learning test: IQL on scripted continuous-control episodes reaches a
+normalized score (0 = random behaviour, 100 = the expert data).
+
+Records one dataset of `rllib.examples.offline_rl.scripted_continuous_control`
+(default: InvertedPendulum-v5 expert, 20,000 steps), writes it as hand-rolled
+payload files with the actions in [-1, 1] (RLlib's units), trains IQL with
+d3rlpy's settings (`bench_cql_iql.MATCHED`) through `input_read_episodes=True`,
+evaluates the deterministic policy every `--eval-every` updates and exits 1
+unless the last evaluation reaches `--threshold`. The thresholds are set from
+`release/benchmarks/bench_cql_iql.py` (see release/README.md).
+
+    python release/rllib_tests/offline/continuous_control_iql.py \
+        [--task inverted_pendulum] [--quality expert] [--threshold 90]
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchmarks"))
+
+import bench_cql_iql  # noqa: E402
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="inverted_pendulum")
+    parser.add_argument("--quality", default="expert")
+    parser.add_argument("--threshold", type=float, default=90.0)
+    parser.add_argument("--updates", type=int, default=1500)
+    parser.add_argument("--eval-every", type=int, default=250)
+    parser.add_argument("--eval-episodes", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=None, help="Write the result here.")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    from rllib.examples.offline_rl.scripted_continuous_control import (
+        TASKS,
+        normalized_score,
+    )
+
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory() as directory:
+        payloads, _, _, _ = bench_cql_iql.write_data(
+            args.task, args.quality, 20_000, directory
+        )
+        child = argparse.Namespace(
+            algo="iql",
+            hparams="matched",
+            env_id=TASKS[args.task].env_id,
+            data=payloads,
+            batch_size=256,
+            updates=args.updates,
+            eval_every=args.eval_every,
+            eval_episodes=args.eval_episodes,
+            iteration_updates=25,
+            max_seconds=3600,
+            seed=args.seed,
+        )
+        result = bench_cql_iql.rllib_child(child)
+    curve = [[u, normalized_score(args.task, r)] for u, r in result["curve"]]
+    final = curve[-1][1]
+    summary = {
+        "task": args.task,
+        "quality": args.quality,
+        "threshold": args.threshold,
+        "curve": curve,
+        "final_score": final,
+        "updates_per_s": result["updates_per_s"],
+        "passed": final >= args.threshold,
+    }
+    print(json.dumps(summary))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f)
+    return 0 if summary["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
