@@ -16,7 +16,7 @@ Sampling, log-probabilities and every other distribution are unchanged.
 from ray.rllib.core.distribution.torch.torch_distribution import TorchDeterministic
 
 
-def to_deterministic(self) -> TorchDeterministic:
+def to_deterministic(self) -> "TorchDeterministic":
     """The squashed mean, in ``[low, high]``."""
     return TorchDeterministic(loc=self._squash(self.loc))
 
