@@ -37,7 +37,10 @@ def test_quick_mode_trains_every_side(tmp_path):
         for side in ("fork", "upstream"):
             result = entry[f"{algo}/{side}"]
             assert "error" not in result, (algo, side, result)
-            assert result["fork_active"] == (side == "fork")
+            # Quick mode runs one seed; each seed's run says which mode it ran.
+            (run,) = result["runs"]
+            assert run["fork_active"] == (side == "fork")
+            assert result["final_scores"] == [run["curve"][-1][2]]
             assert result["updates"] == 20 and result["updates_per_s"] > 0
             # Evaluations at 10 and 20 updates: (updates, return, score).
             assert [p[0] for p in result["curve"]] == [10, 20], result["curve"]
