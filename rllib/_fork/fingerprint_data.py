@@ -30,6 +30,7 @@ FINGERPRINTS = {
             "ray.rllib.offline.offline_prelearner": "e729e4cb3abcc81f02438fb424645c8a108f6fcd3157475a68fa34acb64191fd",
             "ray.rllib.utils": "0ce3647dd1a74b81015d9ac442ac03d6f7d49e7c0b5fbd9271f7b47da9b8e88d",
             "ray.rllib.utils.postprocessing.value_predictions": "3dceef14f2698e7ce3b647d240f785f6b3d05b015e79edbd778e6a5aa8c6f941",
+            "ray.rllib.utils.torch_utils": "2e10a4efbc06f1f1ae241caee750befbaf6b61c0c7f2a0490da3ff097f9c64eb",
         },
         "objects": {
             "ray.rllib.algorithms.algorithm": {
@@ -96,6 +97,9 @@ FINGERPRINTS = {
             },
             "ray.rllib.utils.postprocessing.value_predictions": {
                 "compute_value_targets": "1264c669f237fe35",
+            },
+            "ray.rllib.utils.torch_utils": {
+                "update_target_network": "065debab8e4e4dde",
             },
         },
     },

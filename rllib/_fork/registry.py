@@ -29,6 +29,7 @@ REPLACING_MODULES = (
     "rllib.core.distribution.torch.torch_distribution",
     "rllib.algorithms.iql.torch.default_iql_torch_rl_module",
     "rllib.algorithms.iql.iql",
+    "rllib.utils.torch_utils",
 )
 
 #: Fork packages that are new upstream: each, and every module below it, is
