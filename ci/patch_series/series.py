@@ -698,6 +698,19 @@ SERIES: List[Topic] = [
         ),
         files=["rllib/utils/torch_utils.py"],
     ),
+    Topic(
+        slug="fused-nonfinite-gradient-check",
+        subject="[RLlib] TorchLearner.apply_gradients: one nan/inf check per device",
+        description=(
+            "`apply_gradients` ran `torch.isfinite(grad).all()` and a host sync on\n"
+            "every gradient twice per update (about 90 for IQL's four optimizers,\n"
+            "11% of its update on CPU). One fused check per device and dtype\n"
+            "(`torch._amp_foreach_non_finite_check_and_unscale_` with scale 1, as\n"
+            "GradScaler) now decides; only a non-finite result falls back to the\n"
+            "per-parameter handling, with the same warnings, `nan_to_num` and\n"
+            "skipped steps as before.\n\n"
+            "Behaviour change: none."
+        ),
         files=["rllib/core/learner/torch/torch_learner.py"],
     ),
 ]
@@ -711,6 +724,7 @@ FORK_ONLY_TESTS = (
     "rllib/algorithms/iql/tests/test_iql_matches_upstream.py",
     "rllib/algorithms/iql/tests/test_iql_train_pass_matches_upstream.py",
     "rllib/core/learner/tests/test_optimizer_gradients_match_upstream.py",
+    "rllib/core/learner/torch/tests/",
     "rllib/utils/tests/test_torch_utils_matches_upstream.py",
     "rllib/algorithms/ppo/tests/",
     "rllib/offline/tests/test_cloud_input.py",

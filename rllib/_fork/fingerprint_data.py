@@ -22,6 +22,7 @@ FINGERPRINTS = {
             "ray.rllib.core.distribution.torch.torch_distribution": "84bebdfd6c36d1e3f64ea0d83d2d3373337f4d15298c7aa25791f2120bbd6aaa",
             "ray.rllib.core.learner.differentiable_learner": "99d49e67a258943e52c1456c46ecaecfcb91e586907189f3ef5ec19e5ddfa929",
             "ray.rllib.core.learner.learner": "e10cd42bf5987d6674888da620a1d0e3fc9e2634b40224b9bb29892b176fcaed",
+            "ray.rllib.core.learner.torch.torch_learner": "4123579a2b6303167baa318fc55614df11d6d8e5fb9080389c89e536c68c7c24",
             "ray.rllib.env.utils.infinite_lookback_buffer": "7f72e8ba186df0f3b0d3a534050acf4c3f999b0e943e3ea5c788f009070a45b8",
             "ray.rllib.offline.offline_data": "c2d4c1fb8b90778d01acf7227aa78ff20d1062beb593288ed90ee08ac2800caa",
             "ray.rllib.offline.offline_env_runner": "c6e06cb7fda19ff9349adc30d7c8c52216081bb7b2262754a481756de0e3c6f7",
@@ -69,6 +70,9 @@ FINGERPRINTS = {
             "ray.rllib.core.learner.learner": {
                 "Learner._create_iterator_if_necessary": "069837f91211eb21",
                 "Learner._make_batch_if_necessary": "b890d893bd9a60a9",
+            },
+            "ray.rllib.core.learner.torch.torch_learner": {
+                "TorchLearner.apply_gradients": "759fd4f08d24e14e",
             },
             "ray.rllib.env.utils.infinite_lookback_buffer": {
                 "InfiniteLookbackBuffer.from_state": "49d70f3a1ca9c938",

@@ -30,6 +30,7 @@ REPLACING_MODULES = (
     "rllib.algorithms.iql.torch.default_iql_torch_rl_module",
     "rllib.algorithms.iql.iql",
     "rllib.utils.torch_utils",
+    "rllib.core.learner.torch.torch_learner",
 )
 
 #: Fork packages that are new upstream: each, and every module below it, is
