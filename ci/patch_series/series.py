@@ -676,6 +676,20 @@ SERIES: List[Topic] = [
         files=["rllib/examples/offline_rl/scripted_continuous_control.py"],
         tests=["rllib/examples/offline_rl/tests/test_scripted_continuous_control.py"],
     ),
+    Topic(
+        slug="sac-concat-q-encoder",
+        subject="[RLlib] SAC/CQL/IQL: optional Q-network over concatenated (s, a)",
+        description=(
+            "SACCatalog builds the continuous Q-network as two MLPs (observation\n"
+            "and action streams) plus three fusion layers, about four times the\n"
+            "compute per sample of the critic in the SAC, CQL and IQL papers,\n"
+            "d3rlpy and CORL: one MLP over [s, a]. A dict model config with\n"
+            "`qf_concat_obs_actions: True` now builds that critic\n"
+            "(`ConcatMLPEncoderConfig`, `TorchConcatMLPEncoder`) from\n"
+            "`fcnet_hiddens` and `fcnet_activation`; 1D Box observations only.\n"
+            "IQL trained 3.5x faster per update on CPU at [256, 256].\n\n"
+            "Behaviour change: none unless the key is set."
+        ),
         files=[
             "rllib/core/models/torch/concat_encoder.py",
             "rllib/algorithms/sac/sac_catalog.py",
@@ -726,6 +740,7 @@ FORK_ONLY_TESTS = (
     "rllib/core/learner/tests/test_optimizer_gradients_match_upstream.py",
     "rllib/core/learner/torch/tests/",
     "rllib/utils/tests/test_torch_utils_matches_upstream.py",
+    "rllib/algorithms/sac/tests/test_sac_catalog_matches_upstream.py",
     "rllib/algorithms/ppo/tests/",
     "rllib/offline/tests/test_cloud_input.py",
     "rllib/offline/tests/test_column_data_matches_upstream.py",

@@ -19,6 +19,7 @@ FINGERPRINTS = {
             "ray.rllib.algorithms.iql.torch.iql_torch_learner": "7b1fbf5be2305b683de4911bfca5f645ba4de1d6e554ef6ca3fc40419924ed41",
             "ray.rllib.algorithms.marwil.marwil_learner": "d02d4cc0ecc9bca15cb4617a9e19bb6fbcadf6865bdf8da6fecc8b210604d1ad",
             "ray.rllib.algorithms.marwil.torch.marwil_torch_learner": "17f1f28901c0fff5362ec5f5a10fb0ad23383625ec4c8cc89be45f34e9ba6f3e",
+            "ray.rllib.algorithms.sac.sac_catalog": "fceb4fd2cb54f19700dd67e12114c5be2663c3d81df4f61e527e0a50d8f5accd",
             "ray.rllib.core.distribution.torch.torch_distribution": "84bebdfd6c36d1e3f64ea0d83d2d3373337f4d15298c7aa25791f2120bbd6aaa",
             "ray.rllib.core.learner.differentiable_learner": "99d49e67a258943e52c1456c46ecaecfcb91e586907189f3ef5ec19e5ddfa929",
             "ray.rllib.core.learner.learner": "e10cd42bf5987d6674888da620a1d0e3fc9e2634b40224b9bb29892b176fcaed",
@@ -60,6 +61,9 @@ FINGERPRINTS = {
                 "MARWILTorchLearner.compute_losses": "1cca2209f769b1a0",
                 "MARWILTorchLearner.get_state": "434ed5b0ceeb0a3e",
                 "MARWILTorchLearner.set_state": "c067c71b2ffe3439",
+            },
+            "ray.rllib.algorithms.sac.sac_catalog": {
+                "SACCatalog.build_qf_encoder": "0a3a7ea83cd545c9",
             },
             "ray.rllib.core.distribution.torch.torch_distribution": {
                 "TorchSquashedGaussian.to_deterministic": "64633aa8f3fff99f",

@@ -29,6 +29,7 @@ REPLACING_MODULES = (
     "rllib.core.distribution.torch.torch_distribution",
     "rllib.algorithms.iql.torch.default_iql_torch_rl_module",
     "rllib.algorithms.iql.iql",
+    "rllib.algorithms.sac.sac_catalog",
     "rllib.utils.torch_utils",
     "rllib.core.learner.torch.torch_learner",
 )
@@ -48,6 +49,7 @@ NEW_MODULES = (
     "rllib.core.learner.batch_conversion",
     "rllib.core.learner.optimizer_gradients",
     "rllib.core.learner.value_targets",
+    "rllib.core.models.torch.concat_encoder",
     "rllib.offline.offline_multi_agent_env_runner",
     "rllib.utils.postprocessing.bootstrapped_returns",
     # The command `python -m ray.rllib.offline.episodes`.
