@@ -20,8 +20,10 @@ expert data after 2,000 updates, d3rlpy 102). d3rlpy gets the same
 transitions as arrays in the env's units (it scales them itself). All sides use
 batch 256, gamma 0.99, the same update budget, seeds and evaluation points.
 With `--hparams matched` (the default) RLlib runs d3rlpy's settings (`MATCHED`
-below: networks, learning rates, target rate, loss weights), so the figures
-compare implementations; with `--hparams defaults` each library keeps its own.
+below: networks, learning rates, target rate, loss weights; the Q-network
+one MLP over [s, a] as d3rlpy's, which ray 2.60 gets from the fork's catalog
+in the upstream run's Learner process), so the figures compare
+implementations; with `--hparams defaults` each library keeps its own.
 Either way RLlib's CQL gets `lr=None` (its validation requires it) and
 `bc_iters=0` (its default of 20,000 behaviour-cloning updates exceeds the
 budgets here), d3rlpy's CQL a fixed conservative weight as RLlib's (see
@@ -82,6 +84,17 @@ MATCHED = {
         "temperature": 1.0,
         "deterministic_backup": True,
     },
+}
+
+
+#: d3rlpy's networks in RLlib: [256, 256] ReLU MLPs for the policy, the value
+#: function and Q(s, a) = MLP([s, a]) (`qf_concat_obs_actions`, the fork's
+#: `SACCatalog`). RLlib's default Q-network encodes s and a with separate MLPs
+#: and adds three fusion layers, about four times d3rlpy's compute per sample.
+MATCHED_MODEL_CONFIG = {
+    "fcnet_hiddens": [256, 256],
+    "fcnet_activation": "relu",
+    "qf_concat_obs_actions": True,
 }
 
 
@@ -156,15 +169,20 @@ def _config(args):
 
         config = IQLConfig()
     if args.hparams == "matched":
-        from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
-
-        config = config.training(**MATCHED[args.algo]).rl_module(
-            model_config=DefaultModelConfig(
-                fcnet_hiddens=[256, 256], fcnet_activation="relu"
-            )
-        )
         import rllib
 
+        config = config.training(**MATCHED[args.algo]).rl_module(
+            model_config=MATCHED_MODEL_CONFIG
+        )
+        if not rllib.is_active():
+            # ray 2.60 has no concatenated-input Q-encoder: its SACCatalog gets
+            # the fork's, in this process (the Learner's), so that both RLlib
+            # sides train d3rlpy's networks.
+            from ray.rllib.algorithms.sac.sac_catalog import SACCatalog
+
+            from rllib.algorithms.sac.sac_catalog import build_qf_encoder
+
+            SACCatalog.build_qf_encoder = build_qf_encoder
         if args.algo == "iql" and not rllib.is_active():
             # ray 2.60 rejects IQL's beta above 1 (MARWIL's [0, 1] range; the
             # fork's IQLConfig.validate fixes it): run it unvalidated.
