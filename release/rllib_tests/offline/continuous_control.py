@@ -1,16 +1,17 @@
-"""Learning test: IQL on scripted continuous-control episodes reaches a
-normalized score (0 = random behaviour, 100 = the expert data).
+"""Learning test: CQL or IQL on scripted continuous-control episodes reaches
+a normalized score (0 = random behaviour, 100 = the expert data).
 
 Records one dataset of `rllib.examples.offline_rl.scripted_continuous_control`
 (default: InvertedPendulum-v5 expert, 20,000 steps), writes it as hand-rolled
-payload files with the actions in [-1, 1] (RLlib's units), trains IQL with
-d3rlpy's settings (`bench_cql_iql.MATCHED`) through `input_read_episodes=True`,
+payload files with the actions in [-1, 1] (RLlib's units), trains `--algo`
+with d3rlpy's settings and networks (`bench_cql_iql.MATCHED`) through
+`input_read_episodes=True`,
 evaluates the deterministic policy every `--eval-every` updates and exits 1
 unless the last evaluation reaches `--threshold`. The thresholds are set from
 `release/benchmarks/bench_cql_iql.py` (see release/README.md).
 
-    python release/rllib_tests/offline/continuous_control_iql.py \
-        [--task inverted_pendulum] [--quality expert] [--threshold 90]
+    python release/rllib_tests/offline/continuous_control.py [--algo iql] \
+        [--task inverted_pendulum] [--quality expert] [--threshold T]
 """
 
 import argparse
@@ -24,12 +25,23 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchma
 
 import bench_cql_iql  # noqa: E402
 
+#: Normalized scores the last evaluation must reach on the default dataset
+#: (InvertedPendulum-v5 expert) within the default 1,500 updates; from
+#: `bench_cql_iql.py` (release/README.md).
+THRESHOLDS = {"iql": 90.0}
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", choices=sorted(THRESHOLDS), default="iql")
     parser.add_argument("--task", default="inverted_pendulum")
     parser.add_argument("--quality", default="expert")
-    parser.add_argument("--threshold", type=float, default=90.0)
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="Default: the algorithm's threshold in THRESHOLDS.",
+    )
     parser.add_argument("--updates", type=int, default=1500)
     parser.add_argument("--eval-every", type=int, default=250)
     parser.add_argument("--eval-episodes", type=int, default=5)
@@ -45,12 +57,14 @@ def main(argv=None) -> int:
     )
 
     args = parse_args(argv)
+    if args.threshold is None:
+        args.threshold = THRESHOLDS[args.algo]
     with tempfile.TemporaryDirectory() as directory:
         payloads, _, _, _ = bench_cql_iql.write_data(
             args.task, args.quality, 20_000, directory
         )
         child = argparse.Namespace(
-            algo="iql",
+            algo=args.algo,
             hparams="matched",
             env_id=TASKS[args.task].env_id,
             data=payloads,
@@ -66,6 +80,7 @@ def main(argv=None) -> int:
     curve = [[u, normalized_score(args.task, r)] for u, r in result["curve"]]
     final = curve[-1][1]
     summary = {
+        "algo": args.algo,
         "task": args.task,
         "quality": args.quality,
         "threshold": args.threshold,
