@@ -5,9 +5,8 @@ import os
 import pytest
 
 
-@pytest.fixture(scope="session")
-def ray_cluster():
-    """A local Ray cluster shared by the whole test session.
+def start_local_ray():
+    """Starts the session's local Ray unless Ray is running.
 
     Four logical CPUs on a 2-core machine: a remote Learner plus Ray Data's
     read tasks and map actors would otherwise wait for each other forever.
@@ -21,7 +20,16 @@ def ray_cluster():
             log_to_driver=False,
             configure_logging=False,
         )
-    yield ray
+    return ray
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A local Ray cluster shared by the whole test session (`start_local_ray`);
+    a test module with its own cluster starts it again when it is done."""
+    yield start_local_ray()
+    import ray
+
     ray.shutdown()
 
 

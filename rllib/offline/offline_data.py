@@ -120,7 +120,10 @@ class OfflineData(_upstream.OfflineData):
                 # node they could go to counts). Without spaces yet, at the
                 # first `sample()`.
                 self._streaming_reason = self._over_budget_reason(None)
-                if self._streaming_reason is None:
+                if (
+                    self._streaming_reason is None
+                    and not self._decodes_on_learner_nodes()
+                ):
                     self._start_decoding()
         elif config.input_read_episodes and is_fsspec(config.input_filesystem):
             # The base class's set-up refuses fsspec instances; Ray Data reads
@@ -203,13 +206,26 @@ class OfflineData(_upstream.OfflineData):
         }
 
     def _start_decoding(self) -> None:
+        shard_nodes = None
+        if self._decodes_on_learner_nodes() and self.locality_hints:
+            shard_nodes = list(self.locality_hints)
         self._store = EpisodeStore.start(
             self._episode_files,
             min_ranges=max(1, self.config.num_learners),
             plan=self._plan,
             task_options=task_options(self.config),
+            shard_nodes=shard_nodes,
             **self._decode_kwargs(),
         )
+
+    def _decodes_on_learner_nodes(self) -> bool:
+        """Whether each Learner's shard is decoded on its own node: with 2 or
+        more Learners on a cluster of several nodes, so that no node holds
+        the whole data and no shard crosses the network after decoding.
+        Decoding then waits for the Learners to be placed."""
+        if self.config.num_learners < 2:
+            return False
+        return sum(1 for node in ray.nodes() if node.get("Alive")) > 1
 
     def _over_budget_reason(self, learner_node_ids) -> Optional[str]:
         """Why the decoded episodes would not fit the nodes that hold them.

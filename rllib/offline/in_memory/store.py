@@ -27,6 +27,7 @@ import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 import ray
 from ray.rllib.policy.sample_batch import MultiAgentBatch
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rllib._fork.cluster_check import RequiresFork
 from rllib.offline.episode_files.reader import (
@@ -147,8 +148,14 @@ class EpisodeStore:
     Build it with `start`, then call `wait` before `shards`.
     """
 
-    def __init__(self, ranges: List[RowRange], refs, size_refs):
+    def __init__(self, ranges: List[RowRange], refs, size_refs, shard_nodes=None):
         self._ranges = ranges
+        #: Placed decoding: the node of each shard, and the shard each range
+        #: was decoded for; None otherwise.
+        self._shard_nodes: Optional[List[str]] = shard_nodes
+        self._owners: Optional[List[int]] = None
+        if shard_nodes:
+            self._owners = deal_by_rows(ranges, len(shard_nodes))
         self._block_refs: List[ray.ObjectRef] = refs
         self._size_refs: List[ray.ObjectRef] = size_refs
         self._sizes: Optional[List[Dict[str, int]]] = None
@@ -189,6 +196,7 @@ class EpisodeStore:
         plan: Optional[DecodePlan] = None,
         task_options: Optional[Dict[str, Any]] = None,
         max_in_flight: Optional[int] = None,
+        shard_nodes: Optional[List[str]] = None,
     ) -> "EpisodeStore":
         """Starts decoding the row ranges of `files`.
 
@@ -206,6 +214,10 @@ class EpisodeStore:
             task_options: `ray.remote` options of the decoding tasks.
             max_in_flight: Decoding tasks running at once (default: one per
                 CPU of the cluster); `wait` starts the rest as tasks finish.
+            shard_nodes: The node of each Learner, to decode each Learner's
+                shard on its own node (the ranges are dealt out now, by rows;
+                `shards(len(shard_nodes))` returns that deal). None: decode
+                anywhere and deal out the blocks by timesteps afterwards.
         """
         if plan is None:
             plan = cls.plan(files, filesystem=filesystem, min_ranges=min_ranges)
@@ -215,7 +227,7 @@ class EpisodeStore:
             "action_space": action_space,
             "policy_mapping_fn": policy_mapping_fn,
         }
-        if plan.payload_bytes <= DRIVER_DECODE_BYTES:
+        if not shard_nodes and plan.payload_bytes <= DRIVER_DECODE_BYTES:
             # Small data decodes faster here than a Ray worker starts up.
             refs, size_refs = [], []
             for row_range in plan.ranges:
@@ -223,13 +235,23 @@ class EpisodeStore:
                 refs.append(ray.put(blocks))
                 size_refs.append(ray.put(sizes))
             return cls(plan.ranges, refs, size_refs)
-        store = cls(plan.ranges, [], [])
+        store = cls(plan.ranges, [], [], shard_nodes)
+        owners = store._owners
         decode = ray.remote(num_returns=2)(decode_row_range)
         if task_options:
             decode = decode.options(**task_options)
 
         def submit(index: int) -> None:
-            block_ref, size_ref = decode.remote(plan.ranges[index], **kwargs)
+            task = decode
+            if owners is not None:
+                # On the Learner's node; soft: a node that is gone or full
+                # hands the task (or its retry) to another one.
+                task = decode.options(
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(
+                        shard_nodes[owners[index]], soft=True
+                    )
+                )
+            block_ref, size_ref = task.remote(plan.ranges[index], **kwargs)
             store._block_refs.append(block_ref)
             store._size_refs.append(size_ref)
 
@@ -315,6 +337,8 @@ class EpisodeStore:
         """
         sizes = self._loaded_sizes()
         blocks = [i for i, s in enumerate(sizes) if s["timesteps"]]
+        if self._shard_nodes and num_shards == len(self._shard_nodes):
+            return self._placed_shards(num_shards, sizes)
         if len(blocks) < num_shards:
             raise ValueError(
                 f"The input has {len(blocks)} part(s) with episodes to deal out to "
@@ -337,6 +361,33 @@ class EpisodeStore:
                 num_timesteps=sum(sizes[i]["timesteps"] for i in chosen),
                 num_episodes=sum(sizes[i]["episodes"] for i in chosen),
                 total_timesteps=int(load.sum()),
+            )
+            for index, chosen in enumerate(members)
+        ]
+
+    def _placed_shards(self, num_shards: int, sizes) -> List[EpisodeShard]:
+        """The shards as dealt out before decoding (each on its own node)."""
+        members: List[List[int]] = [[] for _ in range(num_shards)]
+        for index, owner in enumerate(self._owners):
+            if sizes[index]["timesteps"]:
+                members[owner].append(index)
+        empty = [i for i, chosen in enumerate(members) if not chosen]
+        if empty:
+            raise ValueError(
+                f"Learner(s) {empty} of {num_shards} got no episodes with steps. "
+                "Record more episodes, or train with fewer Learners "
+                "(`config.learners(num_learners=...)`)."
+            )
+        _check_every_shard_has_every_module(members, sizes)
+        total = sum(s["timesteps"] for s in sizes)
+        return [
+            EpisodeShard(
+                index=index,
+                num_shards=num_shards,
+                block_refs=[self._block_refs[i] for i in chosen],
+                num_timesteps=sum(sizes[i]["timesteps"] for i in chosen),
+                num_episodes=sum(sizes[i]["episodes"] for i in chosen),
+                total_timesteps=total,
             )
             for index, chosen in enumerate(members)
         ]
@@ -493,6 +544,18 @@ def split_into_row_ranges(
             (path, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a
         )
     return DecodePlan(ranges, payload_bytes, file_sizes)
+
+
+def deal_by_rows(ranges: Sequence[RowRange], num_shards: int) -> List[int]:
+    """The shard of each range: the largest ranges first, each to the shard
+    with the fewest rows so far."""
+    owners = [0] * len(ranges)
+    load = np.zeros(num_shards, dtype=np.int64)
+    for index in sorted(range(len(ranges)), key=lambda i: ranges[i][1] - ranges[i][2]):
+        owner = int(np.argmin(load))
+        owners[index] = owner
+        load[owner] += ranges[index][2] - ranges[index][1]
+    return owners
 
 
 def _num_ranges(min_ranges: int) -> int:
