@@ -329,8 +329,7 @@ SERIES: List[Topic] = [
             "Decodes the episode files once into Ray's object store, in parallel\n"
             "tasks that honour `input_filesystem` and the scheduling options of\n"
             "`input_read_method_kwargs`, and shards the blocks per Learner. The\n"
-            "data streams through Ray Data instead when it would not fit the\n"
-            "memory budget of the nodes, checked before anything is decoded."
+            "memory budget of the nodes is checked before anything is decoded."
         ),
         files=[
             "rllib/offline/in_memory/memory_budget.py",
@@ -356,15 +355,41 @@ SERIES: List[Topic] = [
         },
     ),
     Topic(
+        slug="rotating-block-cache",
+        subject="[RLlib] Offline data beyond memory: a rotating cache per Learner",
+        description=(
+            "Episodes over the memory budget are cut into row ranges sized to a\n"
+            "Learner's share of the budget and dealt out to the Learners; each\n"
+            "Learner keeps a few ranges decoded (tasks on its own node, refilled\n"
+            "in the background), samples them uniformly and retires a range once\n"
+            "it has given a set number of draws per timestep, so a pass draws\n"
+            "every timestep at about the same rate. Every pass logs how uniform\n"
+            "it was (per-range spread and chi-square) and the time spent waiting\n"
+            "for decoding."
+        ),
+        files=["rllib/offline/in_memory/block_cache.py"],
+        substitutions={
+            "rllib/offline/in_memory/block_cache.py": (
+                ("from rllib._fork.cluster_check import RequiresFork\n", ""),
+                (
+                    "class CachedEpisodeShard(RequiresFork):",
+                    "class CachedEpisodeShard:",
+                ),
+            ),
+        },
+    ),
+    Topic(
         slug="in-memory-training",
         subject="[RLlib] Offline training from the episode store, equal updates",
         description=(
-            "`OfflineData` trains from the episode store when the data fits and\n"
-            "streams otherwise; each Learner samples its train batches from its\n"
-            "shard at array speed. Every Learner runs the same number of updates\n"
-            "per `train()`, so DDP Learners never wait on each other (#55419:\n"
-            "`OfflineData.sample` broken for multiple learners). The recorded\n"
-            "spaces are checked once, on the driver, at `build_algo()`."
+            "`OfflineData` trains from the episode store when the data fits,\n"
+            "from rotating block caches beyond the memory budget, and streams\n"
+            "where only Ray Data's pipeline serves; each Learner samples its\n"
+            "train batches from its shard at array speed. Every Learner runs\n"
+            "the same number of updates per `train()`, so DDP Learners never\n"
+            "wait on each other (#55419: `OfflineData.sample` broken for\n"
+            "multiple learners). The recorded spaces are checked once, on the\n"
+            "driver, at `build_algo()`."
         ),
         files=[
             "rllib/offline/in_memory/shard_sampler.py",
@@ -375,6 +400,8 @@ SERIES: List[Topic] = [
         tests=[
             "rllib/core/learner/tests/test_in_memory_source.py",
             "rllib/offline/tests/test_offline_data.py",
+            "rllib/offline/tests/test_beyond_memory.py",
+            "rllib/offline/tests/test_multi_node.py",
             "rllib/offline/tests/test_train_on_episodes.py",
             "rllib/offline/tests/test_train_streaming.py",
             "rllib/algorithms/marwil/tests/test_marwil_two_learners.py",

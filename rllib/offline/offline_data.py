@@ -11,11 +11,14 @@ recorded episodes (`input_read_episodes=True`) it
   timesteps) in place of a Ray Data iterator; the Learner samples train
   batches from it uniformly over all of its timesteps
   (`rllib.offline.in_memory.shard_sampler`);
+- when the decoded episodes would exceed the memory budget, hands each
+  Learner a `CachedEpisodeShard` instead: row ranges it decodes into a
+  bounded, rotating cache and samples uniformly
+  (`rllib.offline.in_memory.block_cache`);
 - streams through Ray Data with the `OfflinePreLearner` (as upstream
-  does) when the decoded episodes would exceed the memory budget, or the
-  setup needs the streaming pipeline (offline evaluation, a custom
-  prelearner, a stateful module, another read method). The log says which
-  mode runs and why.
+  does) when the setup needs the streaming pipeline (offline evaluation, a
+  custom prelearner, a stateful module, another read method, a budget of 0).
+  The log says which mode runs and why.
 
 Recorded `MultiAgentEpisode`s: each agent's episode goes to the module
 `config.multi_agent(policy_mapping_fn=...)` maps it to, and every module's
@@ -28,8 +31,8 @@ The memory budget is per node: `config.learners(learner_config_dict=
 of the node that holds the decoded episodes (with 0 or 1 Learners the
 driver's or the Learner's node holds all of them, with more each Learner's
 node its shard). It is checked before decoding, from the files' sizes and a
-decoded sample (`rllib.offline.in_memory.store`); over it, the data streams
-(logged at WARNING with the numbers). 0 always streams.
+decoded sample (`rllib.offline.in_memory.store`); over it, the rotating
+caches take over (logged at WARNING with the numbers). 0 always streams.
 
 `input_filesystem` ("s3", "gcs", "abs" with `input_filesystem_kwargs`, a
 pyarrow or fsspec filesystem) is used to list and decode the files;
@@ -60,6 +63,13 @@ from rllib.offline.episode_files.reader import (
     agreed_spaces,
     list_episode_files,
 )
+from rllib.offline.in_memory.block_cache import (
+    DEFAULT_DRAWS_PER_TIMESTEP,
+    DRAWS_PER_TIMESTEP_KEY,
+    RANGES_PER_CACHE,
+    CachedEpisodeShard,
+    plan_cached_shards,
+)
 from rllib.offline.in_memory.columns import agent_to_module_fn
 from rllib.offline.in_memory.memory_budget import (
     DEFAULT_BUDGET_SHARE,  # noqa: F401 (re-exported)
@@ -83,11 +93,12 @@ logger = logging.getLogger("ray." + __name__)
 
 @PublicAPI(stability="alpha")
 class OfflineData(_upstream.OfflineData):
-    """Offline data for training: in memory when it fits, streamed otherwise.
+    """Offline data for training: in memory when it fits, in rotating caches
+    beyond that, streamed where only Ray Data's pipeline serves.
 
     Attributes:
-        mode: "in_memory" or "streaming" once the first `sample()` decided;
-            None before.
+        mode: "in_memory", "beyond_memory" or "streaming" once the first
+            `sample()` decided; None before.
     """
 
     def __init__(self, config):
@@ -104,6 +115,10 @@ class OfflineData(_upstream.OfflineData):
         self._spaces: Optional[Dict[str, Any]] = None
         self._plan: Optional[DecodePlan] = None
         self._estimated_bytes: Optional[int] = None
+        self._estimated_timesteps: Optional[int] = None
+        #: Why the decoded episodes do not fit the budget (None: they do).
+        self._beyond_memory_reason: Optional[str] = None
+        self._cached_shards: Dict[int, List[CachedEpisodeShard]] = {}
         self._allowance: Optional[Allowance] = None
         if config.input_read_episodes and config.input_read_method == "read_parquet":
             # Before Ray Data sees the path: a missing or empty `input_` gets
@@ -119,9 +134,9 @@ class OfflineData(_upstream.OfflineData):
                 # Before anything is decoded (Learners not placed yet: every
                 # node they could go to counts). Without spaces yet, at the
                 # first `sample()`.
-                self._streaming_reason = self._over_budget_reason(None)
+                self._beyond_memory_reason = self._over_budget_reason(None)
                 if (
-                    self._streaming_reason is None
+                    self._beyond_memory_reason is None
                     and not self._decodes_on_learner_nodes()
                 ):
                     self._start_decoding()
@@ -246,9 +261,10 @@ class OfflineData(_upstream.OfflineData):
                 min_ranges=max(1, self.config.num_learners),
             )
         if self._estimated_bytes is None:
-            self._estimated_bytes = self._plan.estimate_decoded_bytes(
-                **self._decode_kwargs()
-            )
+            (
+                self._estimated_bytes,
+                self._estimated_timesteps,
+            ) = self._plan.estimate_decoded(**self._decode_kwargs())
         self._allowance = allowance
         if self._estimated_bytes <= allowance.total_bytes:
             return None
@@ -263,7 +279,11 @@ class OfflineData(_upstream.OfflineData):
             f"{{{MEMORY_BUDGET_KEY!r}: <bytes>}})` or give the node more object "
             "store memory"
         )
-        logger.warning("Offline data streams through Ray Data: %s.", reason)
+        logger.warning(
+            "Offline data beyond memory: %s. Each Learner samples a rotating "
+            "cache of its part of the episodes instead.",
+            reason,
+        )
         return reason
 
     @property
@@ -299,10 +319,43 @@ class OfflineData(_upstream.OfflineData):
         return self._sample_locally(num_samples)
 
     def shards(self, num_shards: int) -> List[EpisodeShard]:
-        """The decoded episodes dealt out to `num_shards` Learners (in memory)."""
+        """The episodes dealt out to `num_shards` Learners: decoded blocks in
+        memory (`EpisodeShard`), row ranges for a rotating cache beyond it
+        (`CachedEpisodeShard`)."""
+        if self.mode == "beyond_memory":
+            if num_shards not in self._cached_shards:
+                self._cached_shards[num_shards] = self._plan_cached_shards(num_shards)
+            return list(self._cached_shards[num_shards])
         if num_shards not in self._shards:
             self._shards[num_shards] = self._store.shards(num_shards)
         return list(self._shards[num_shards])
+
+    def _plan_cached_shards(self, num_shards: int) -> List[CachedEpisodeShard]:
+        allowance = self._allowance
+        learners_on_node = max(1, round(allowance.node_share * num_shards))
+        draws = self.config.learner_config_dict.get(
+            DRAWS_PER_TIMESTEP_KEY, DEFAULT_DRAWS_PER_TIMESTEP
+        )
+        shards = plan_cached_shards(
+            self._plan,
+            estimated_bytes=self._estimated_bytes,
+            estimated_timesteps=self._estimated_timesteps,
+            cache_bytes=allowance.node_budget // learners_on_node,
+            num_shards=num_shards,
+            draws_per_timestep=draws,
+            decode_kwargs=self._decode_kwargs(),
+            task_options=task_options(self.config),
+        )
+        logger.info(
+            "Offline data beyond memory: %d row ranges dealt out to %d Learner(s); "
+            "each caches %d decoded ranges at a time and replaces one after %.2f "
+            "draws per timestep.",
+            sum(len(shard.ranges) for shard in shards),
+            num_shards,
+            RANGES_PER_CACHE,
+            draws,
+        )
+        return shards
 
     def _choose_mode(self) -> str:
         reason = self._streaming_reason or self._stateful_module_reason()
@@ -312,28 +365,46 @@ class OfflineData(_upstream.OfflineData):
             if reason is not None and self._store is not None:
                 self._store.cancel()
                 self._store = None
-        if reason is None:
-            if self._store is None:
-                self._start_decoding()
-            budget = self._allowance.total_bytes
-            if self._store.wait(budget):
-                logger.info(
-                    "Offline data in memory: %d episodes, %.1f MiB "
-                    "decoded (budget %.1f MiB); Learners sample them directly.",
-                    self._store.num_episodes,
-                    self._store.nbytes / 2**20,
-                    budget / 2**20,
+            if reason is None:
+                if self._store is None:
+                    self._start_decoding()
+                budget = self._allowance.total_bytes
+                if self._store.wait(budget):
+                    logger.info(
+                        "Offline data in memory: %d episodes, %.1f MiB "
+                        "decoded (budget %.1f MiB); Learners sample them directly.",
+                        self._store.num_episodes,
+                        self._store.nbytes / 2**20,
+                        budget / 2**20,
+                    )
+                    return "in_memory"
+                reason = (
+                    f"the decoded episodes exceed the memory budget of {budget} "
+                    f"bytes (`learner_config_dict[{MEMORY_BUDGET_KEY!r}]`)"
                 )
-                return "in_memory"
-            reason = (
-                f"the decoded episodes exceed the memory budget of {budget} bytes "
-                f"(`learner_config_dict[{MEMORY_BUDGET_KEY!r}]`)"
-            )
-            self._store = None
+                self._store = None
+            blocker = self._beyond_memory_blocker()
+            if blocker is None:
+                return "beyond_memory"
+            reason = f"{reason}, and {blocker}"
         if self.config.is_multi_agent and self.config.input_read_episodes:
             self._check_multi_agent_streaming(reason)
         logger.info("Offline data streams through Ray Data: %s.", reason)
         return "streaming"
+
+    def _beyond_memory_blocker(self) -> Optional[str]:
+        """Why a rotating cache cannot stand in for memory, or None.
+
+        With several Learners every update all-reduces every module's
+        gradients; a cache that holds no episode of some module for a while
+        would leave the other Learners waiting.
+        """
+        if self.config.is_multi_agent and self.config.num_learners > 1:
+            return (
+                "multi-agent episodes rotate through several Learners' caches "
+                "only in memory"
+            )
+        return None
 
     def _check_multi_agent_streaming(self, reason: str) -> None:
         """Raises unless the prelearner can stream multi-agent episodes.

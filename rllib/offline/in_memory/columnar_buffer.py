@@ -93,6 +93,7 @@ def sample_transitions(
     n_step: NStep = 1,
     n_step_gamma: float,
     value_targets: Optional[Tuple[float, Optional[int]]] = None,
+    draw_counts: Optional[np.ndarray] = None,
 ) -> SampledTransitions:
     """Samples n-step transitions uniformly over every timestep of `blocks`.
 
@@ -106,6 +107,8 @@ def sample_transitions(
             `config.gamma`.
         value_targets: `(gamma, horizon)` to add each item's value-target
             inputs; None adds none.
+        draw_counts: If given (one int64 per block), each block's number of
+            drawn items is added to it.
 
     Raises:
         ValueError: If `blocks` hold no timestep.
@@ -114,6 +117,8 @@ def sample_transitions(
     if not len(sizes) or sizes.sum() == 0:
         raise ValueError("Cannot sample from an empty episode buffer.")
     block_idx, flat, n = _draw(num_items, n_step, blocks, sizes, rng)
+    if draw_counts is not None:
+        draw_counts += np.bincount(block_idx, minlength=len(blocks))
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     parts = []
     order = np.argsort(block_idx, kind="stable")

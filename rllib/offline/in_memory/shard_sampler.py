@@ -72,8 +72,6 @@ class EpisodeShardSampler:
 
     def __init__(self, shard: EpisodeShard, *, pipeline, rl_module, config):
         self.shard = shard
-        self.blocks = shard.blocks()
-        self.module_blocks = _blocks_by_module(self.blocks, rl_module)
         selected = config.policies_to_train
         self.policies_to_train = (
             selected if selected is None or callable(selected) else frozenset(selected)
@@ -95,6 +93,10 @@ class EpisodeShardSampler:
         self.n_step_gamma = config.gamma
         seed = None if config.seed is None else (int(config.seed), shard.index)
         self.rng = np.random.default_rng(seed)
+        # Data in memory: every block, always; beyond memory: a rotating cache.
+        self.source = shard.block_source(self.rng)
+        self._checked_grouping = None
+        self.module_blocks()
 
     def sample(self, num_items: int) -> MultiAgentBatch:
         """One train batch: `num_items` transitions per module, drawn uniformly.
@@ -102,9 +104,10 @@ class EpisodeShardSampler:
         Modules not in `config.policies_to_train` are left out.
         """
         policy_batches, num_steps = {}, 0
-        for module_id, blocks in self.module_blocks.items():
+        for module_id, blocks in self.module_blocks().items():
             if not self._may_train(module_id):
                 continue
+            counts = np.zeros(len(blocks), dtype=np.int64)
             transitions = sample_transitions(
                 blocks,
                 num_items,
@@ -112,7 +115,9 @@ class EpisodeShardSampler:
                 n_step=self.n_step,
                 n_step_gamma=self.n_step_gamma,
                 value_targets=self.value_targets,
+                draw_counts=counts,
             )
+            self.source.drawn(module_id, counts)
             module_batches = self.builder.build(
                 transitions, rl_module=self.rl_module, module_id=module_id
             )
@@ -120,12 +125,27 @@ class EpisodeShardSampler:
                 (mid, SampleBatch(batch)) for mid, batch in module_batches.items()
             )
             num_steps = max(num_steps, len(transitions))
+        self.source.rotate()
         batch = MultiAgentBatch(policy_batches, env_steps=num_steps)
         if callable(self.policies_to_train):
             for module_id in list(batch.policy_batches):
                 if not self.policies_to_train(module_id, batch):
                     del batch.policy_batches[module_id]
         return batch
+
+    def module_blocks(self) -> Dict[str, List[EpisodeBlock]]:
+        """The blocks to sample each module from now, checked against the
+        `MultiRLModule` whenever they change.
+
+        Raises:
+            ValueError: If the data maps agents to a module the `MultiRLModule`
+                does not have.
+        """
+        grouping = self.source.module_blocks()
+        if grouping is not self._checked_grouping:
+            check_modules_known(grouping, self.rl_module)
+            self._checked_grouping = grouping
+        return grouping
 
     def _may_train(self, module_id) -> bool:
         """False for a module a `policies_to_train` collection leaves out (a
@@ -143,16 +163,14 @@ class EpisodeShardSampler:
                 self.shard.total_timesteps,
                 self.shard.num_shards,
                 minibatch_size,
-                len(self.module_blocks),
+                len(self.module_blocks()),
             )
         for _ in range(num_iters):
             yield self.sample(minibatch_size)
 
-    def matches(self, shard: EpisodeShard) -> bool:
+    def matches(self, shard) -> bool:
         """Whether `shard` is the one this sampler holds."""
-        return [r.hex() for r in shard.block_refs] == [
-            r.hex() for r in self.shard.block_refs
-        ]
+        return self.shard.same_as(shard)
 
 
 def sampler_for_learner(learner, shard: EpisodeShard) -> EpisodeShardSampler:
@@ -174,17 +192,3 @@ def sampler_for_learner(learner, shard: EpisodeShard) -> EpisodeShardSampler:
         )
         learner.__dict__["_episode_shard_sampler"] = sampler
     return sampler
-
-
-def _blocks_by_module(blocks: List[EpisodeBlock], rl_module) -> Dict[str, list]:
-    """The blocks of each module, checked against the `MultiRLModule`.
-
-    Raises:
-        ValueError: If the data maps agents to a module the `MultiRLModule`
-            does not have.
-    """
-    by_module: Dict[str, list] = {}
-    for block in blocks:
-        by_module.setdefault(block.module_id, []).append(block)
-    check_modules_known(by_module, rl_module)
-    return by_module

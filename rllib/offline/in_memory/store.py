@@ -79,6 +79,17 @@ class EpisodeShard(RequiresFork):
         """The shard's blocks (zero-copy views of the object store on a node)."""
         return [block for blocks in ray.get(self.block_refs) for block in blocks]
 
+    def block_source(self, rng: np.random.Generator) -> "HeldBlocks":
+        """What the Learner's sampler samples from: all blocks, all the time."""
+        return HeldBlocks(self.blocks())
+
+    def same_as(self, other) -> bool:
+        """Whether `other` is this shard (the same blocks)."""
+        refs = getattr(other, "block_refs", None)
+        return refs is not None and [r.hex() for r in refs] == [
+            r.hex() for r in self.block_refs
+        ]
+
     def learner_batches(
         self, learner, minibatch_size: int, num_iters: Optional[int]
     ) -> Iterator[MultiAgentBatch]:
@@ -106,6 +117,25 @@ class EpisodeShard(RequiresFork):
         return sampler_for_learner(learner, self).batches(minibatch_size, num_iters)
 
 
+class HeldBlocks:
+    """Blocks that stay for all of training (the in-memory mode); the data
+    beyond memory rotates instead (`block_cache.RotatingBlockCache`)."""
+
+    def __init__(self, blocks: List[EpisodeBlock]):
+        self._by_module: Dict[Any, List[EpisodeBlock]] = {}
+        for block in blocks:
+            self._by_module.setdefault(block.module_id, []).append(block)
+
+    def module_blocks(self) -> Dict[Any, List[EpisodeBlock]]:
+        return self._by_module
+
+    def drawn(self, module_id, counts: np.ndarray) -> None:
+        """Nothing to count: held blocks never leave."""
+
+    def rotate(self) -> None:
+        """Nothing to rotate."""
+
+
 @dataclass
 class DecodePlan:
     """The row ranges to decode, and what the files' metadata says of them."""
@@ -127,11 +157,16 @@ class DecodePlan:
         Args:
             decode_kwargs: As `decode_row_range`.
         """
+        return self.estimate_decoded(**decode_kwargs)[0]
+
+    def estimate_decoded(self, **decode_kwargs) -> Tuple[int, int]:
+        """`(decoded bytes, timesteps)` of all rows, extrapolated from the
+        sample `estimate_decoded_bytes` decodes."""
         files = [path for path, (rows, _) in self.file_sizes.items() if rows]
         if not files:
-            return 0
+            return 0, 0
         picks = sorted({round(i) for i in np.linspace(0, len(files) - 1, 4)})
-        sampled_payload = decoded = 0
+        sampled_payload = decoded = timesteps = 0
         for path in (files[i] for i in picks):
             rows, nbytes = self.file_sizes[path]
             per_row = max(1, nbytes // rows)
@@ -139,7 +174,9 @@ class DecodePlan:
             _, sizes = decode_row_range((path, 0, take), **decode_kwargs)
             sampled_payload += take * per_row
             decoded += sizes["nbytes"]
-        return int(self.payload_bytes * decoded / sampled_payload)
+            timesteps += sizes["timesteps"]
+        scale = self.payload_bytes / sampled_payload
+        return int(decoded * scale), int(timesteps * scale)
 
 
 class EpisodeStore:
@@ -544,6 +581,34 @@ def split_into_row_ranges(
             (path, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a
         )
     return DecodePlan(ranges, payload_bytes, file_sizes)
+
+
+def decoded_size(
+    files: Sequence[str],
+    *,
+    filesystem: Optional[pa_fs.FileSystem] = None,
+    observation_space: Optional[Any] = None,
+    action_space: Optional[Any] = None,
+) -> Dict[str, int]:
+    """Decodes every row of `files` here (one range at a time) and counts.
+
+    For sizing a memory budget against real data, e.g. in benchmarks.
+
+    Returns:
+        `{"nbytes", "timesteps", "episodes"}` of all rows together.
+    """
+    plan = split_into_row_ranges(files, filesystem=filesystem, num_ranges=1)
+    total = {"nbytes": 0, "timesteps": 0, "episodes": 0}
+    for row_range in plan.ranges:
+        _, sizes = decode_row_range(
+            row_range,
+            filesystem=filesystem,
+            observation_space=observation_space,
+            action_space=action_space,
+        )
+        for key in total:
+            total[key] += sizes[key]
+    return total
 
 
 def deal_by_rows(ranges: Sequence[RowRange], num_shards: int) -> List[int]:

@@ -26,6 +26,7 @@ from rllib.offline.in_memory.columns import (
     EpisodeColumns,
     episode_columns_from_episode,
 )
+from rllib.offline.in_memory.store import HeldBlocks
 
 #: Below this p-value two samples are called different. With fixed seeds the
 #: tests are deterministic; the threshold only sets how strict they are.
@@ -287,7 +288,7 @@ def test_in_memory_sampler_discounts_n_step_rewards_with_config_gamma():
         spaces={DEFAULT_MODULE_ID: (obs_space, action_space)}, inference_only=False
     ).build()
     block = EpisodeBlock.from_episodes([_hand_episode()])
-    shard = types.SimpleNamespace(blocks=lambda: [block], index=0)
+    shard = types.SimpleNamespace(block_source=lambda rng: HeldBlocks([block]), index=0)
     sampler = EpisodeShardSampler(
         shard,
         pipeline=config.build_learner_connector(

@@ -85,7 +85,7 @@ def test_decoding_tasks_in_flight_are_bounded(ray_cluster, episode_dir, monkeypa
 
 @pytest.mark.ray
 @pytest.mark.timeout(120)
-def test_over_the_budget_streams_before_decoding(ray_cluster, episode_dir, caplog):
+def test_over_the_budget_nothing_is_decoded_up_front(ray_cluster, episode_dir, caplog):
     path, env = episode_dir
     config = _config(path, env, budget=50_000)
     with caplog.at_level(logging.WARNING, logger="ray.rllib.offline.offline_data"):

@@ -199,6 +199,29 @@ def test_multi_agent_modules_train_on_two_nodes(cluster, two_agent_dir):
 
 
 @pytest.mark.timeout(300)
+def test_beyond_memory_each_learner_decodes_its_cache_on_its_node(cluster, episode_dir):
+    config = _single_agent_config(BCConfig(), episode_dir, budget=20_000)
+    with _running(config) as algo:
+        for _ in range(3):
+            result = algo.train()["learners"][DEFAULT_MODULE_ID]
+        assert algo.offline_data.mode == "beyond_memory"
+
+        def cached_blocks(learner):
+            cache = learner.__dict__["_episode_shard_sampler"].source
+            refs = [visit.blocks_ref for visit in cache._resident]
+            locations = ray.experimental.get_object_locations(refs)
+            node = ray.get_runtime_context().get_node_id()
+            return node, [locations[ref]["node_ids"] for ref in refs]
+
+        states = [r.get() for r in algo.learner_group.foreach_learner(cached_blocks)]
+        _assert_same_weights(_module_weights(algo, DEFAULT_MODULE_ID))
+    assert math.isfinite(result["policy_loss"])
+    for node, block_nodes in states:
+        assert block_nodes and all(nodes == [node] for nodes in block_nodes)
+    assert states[0][0] != states[1][0]
+
+
+@pytest.mark.timeout(300)
 def test_a_learner_node_that_dies_fails_the_next_train_call(cluster, episode_dir):
     """Never a silent loss: the surviving Learner's all-reduce (or the dead
     Learner's call) raises, and `train()` raises it."""

@@ -143,9 +143,9 @@ def test_in_memory_mode_decodes_once_and_samples_every_episode(
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
-def test_over_the_memory_budget_streams_with_the_same_rows(ray_cluster, writer_dir):
+def test_a_budget_of_0_streams_with_the_same_rows(ray_cluster, writer_dir):
     config = _config(writer_dir, algo=MARWILConfig, env="CartPole-v1").learners(
-        learner_config_dict={MEMORY_BUDGET_KEY: 1}
+        learner_config_dict={MEMORY_BUDGET_KEY: 0}
     )
     algo = config.build_algo()
     try:
@@ -159,6 +159,28 @@ def test_over_the_memory_budget_streams_with_the_same_rows(ray_cluster, writer_d
         assert f"{DEFAULT_MODULE_ID}/{column}" in rows
     # The streaming prelearner leaves the targets to the Learner.
     assert f"{DEFAULT_MODULE_ID}/{Postprocessing.VALUE_TARGETS}" not in rows
+    assert np.isfinite(results["learners"][DEFAULT_MODULE_ID]["vf_loss"])
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_over_the_memory_budget_rows_carry_their_value_target_inputs(
+    ray_cluster, writer_dir
+):
+    """A budget of 1 byte: every Learner caches one episode at a time."""
+    config = _config(writer_dir, algo=MARWILConfig, env="CartPole-v1").learners(
+        learner_config_dict={MEMORY_BUDGET_KEY: 1}
+    )
+    algo = config.build_algo()
+    try:
+        results = algo.train()
+        assert algo.offline_data.mode == "beyond_memory"
+        batch = algo.offline_data.sample(num_samples=64)
+        batch = batch.policy_batches[DEFAULT_MODULE_ID]
+    finally:
+        algo.stop()
+    for column in (RETURNS_TO_BOOTSTRAP, BOOTSTRAP_OBS, BOOTSTRAP_DISCOUNT):
+        assert column in batch
     assert np.isfinite(results["learners"][DEFAULT_MODULE_ID]["vf_loss"])
 
 
