@@ -190,6 +190,9 @@ def _config(args):
     import gymnasium as gym
 
     env = gym.make(args.env_id)
+    learner_config = {}
+    if getattr(args, "memory_budget", None) is not None:
+        learner_config["offline_data_memory_budget"] = int(args.memory_budget)
     return (
         config.environment(
             args.env_id,
@@ -197,7 +200,7 @@ def _config(args):
             action_space=env.action_space,
         )
         .env_runners(num_env_runners=0)
-        .learners(num_learners=0)
+        .learners(num_learners=0, learner_config_dict=learner_config)
         .training(train_batch_size_per_learner=args.batch_size, gamma=0.99)
         .offline_data(
             input_=[args.data],
@@ -268,6 +271,7 @@ def rllib_child(args) -> dict:
                 score = _evaluate(module, args.env_id, args.eval_episodes)
                 curve.append([updates, score])
                 print(f"  {updates} updates: return {score:.1f}", file=sys.stderr)
+        data_mode = getattr(algo.offline_data, "mode", None)
     finally:
         algo.stop()
         del algo
@@ -287,6 +291,7 @@ def rllib_child(args) -> dict:
         "curve": curve,
         "final_return": curve[-1][1] if curve else None,
         "stopped_by_time": updates < args.updates,
+        "data_mode": data_mode,
     }
 
 

@@ -229,7 +229,8 @@ def in_memory_batch(algo, num_rows: int):
     results = algo.learner_group.foreach_learner(sample)
     if isinstance(results, list):  # The local Learner.
         return results[0]
-    (result,) = list(results)
+    # One batch is enough (with several Learners each sampled one).
+    result = list(results)[0]
     if not result.ok:
         raise result.get()
     return result.get()

@@ -46,6 +46,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--eval-every", type=int, default=250)
     parser.add_argument("--eval-episodes", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--data-over-budget",
+        type=float,
+        default=None,
+        help="Set the memory budget so the decoded episodes are this many times "
+        "it (e.g. 8: the fork's rotating caches); default: no budget set.",
+    )
     parser.add_argument("--json", default=None, help="Write the result here.")
     return parser.parse_args(argv)
 
@@ -63,6 +70,14 @@ def main(argv=None) -> int:
         payloads, _, _, _ = bench_cql_iql.write_data(
             args.task, args.quality, 20_000, directory
         )
+        memory_budget = None
+        if args.data_over_budget:
+            from rllib.offline.episode_files.reader import list_episode_files
+            from rllib.offline.in_memory.store import decoded_size
+
+            filesystem, files = list_episode_files(payloads)
+            decoded = decoded_size(files, filesystem=filesystem)["nbytes"]
+            memory_budget = decoded / args.data_over_budget
         child = argparse.Namespace(
             algo=args.algo,
             hparams="matched",
@@ -75,6 +90,7 @@ def main(argv=None) -> int:
             iteration_updates=25,
             max_seconds=3600,
             seed=args.seed,
+            memory_budget=memory_budget,
         )
         result = bench_cql_iql.rllib_child(child)
     curve = [[u, normalized_score(args.task, r)] for u, r in result["curve"]]
@@ -88,6 +104,8 @@ def main(argv=None) -> int:
         "final_score": final,
         "updates_per_s": result["updates_per_s"],
         "passed": final >= args.threshold,
+        "data_over_budget": args.data_over_budget,
+        "data_mode": result["data_mode"],
     }
     print(json.dumps(summary))
     if args.json:

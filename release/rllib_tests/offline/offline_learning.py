@@ -33,6 +33,13 @@ def parse_args(argv=None, **defaults) -> argparse.Namespace:
     parser.add_argument("--epsilon", type=float, default=0.05)
     parser.add_argument("--num-gpus-per-learner", type=float, default=0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--data-over-budget",
+        type=float,
+        default=None,
+        help="Set the memory budget so the decoded episodes are this many times "
+        "it (e.g. 8: the fork's rotating caches); default: no budget set.",
+    )
     parser.add_argument("--json", default=None, help="Write the result here.")
     parser.set_defaults(**defaults)
     return parser.parse_args(argv)
@@ -56,7 +63,7 @@ def _dict_episodes(num_episodes, seed):
     return collect_episodes(num_episodes, seed), DictCartPole()
 
 
-def build_config(args, data_dir):
+def build_config(args, data_dir, memory_budget=None):
     from ray.data import ActorPoolStrategy
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -81,9 +88,16 @@ def build_config(args, data_dir):
         config = config.environment("CartPole-v1")
         if args.algo == "marwil":
             config = config.rl_module(model_config={"vf_share_layers": False})
+    learner_config = {}
+    if memory_budget is not None:
+        learner_config["offline_data_memory_budget"] = int(memory_budget)
     return (
         config.env_runners(num_env_runners=0)
-        .learners(num_learners=0, num_gpus_per_learner=args.num_gpus_per_learner)
+        .learners(
+            num_learners=0,
+            num_gpus_per_learner=args.num_gpus_per_learner,
+            learner_config_dict=learner_config,
+        )
         .training(train_batch_size_per_learner=args.batch_size, lr=args.lr)
         .offline_data(
             input_=[data_dir],
@@ -143,9 +157,23 @@ def run(args) -> dict:
         f"fork active: {rllib.is_active()}"
     )
 
+    memory_budget = None
+    if args.data_over_budget:
+        from rllib.offline.in_memory.store import decoded_size
+
+        decoded = decoded_size(
+            writer.files,
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+        )["nbytes"]
+        memory_budget = decoded / args.data_over_budget
+        print(
+            f"[{name}] decoded episodes {decoded / 2**20:.2f} MiB, memory budget "
+            f"{memory_budget / 2**20:.3f} MiB ({args.data_over_budget:g}x)"
+        )
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     start = time.perf_counter()
-    algo = build_config(args, data_dir).build_algo()
+    algo = build_config(args, data_dir, memory_budget).build_algo()
     returns = []
     passed = False
     try:
@@ -162,6 +190,7 @@ def run(args) -> dict:
             if eval_return >= args.threshold:
                 passed = True
                 break
+        data_mode = getattr(algo.offline_data, "mode", None)
     finally:
         algo.stop()
         del algo
@@ -177,12 +206,15 @@ def run(args) -> dict:
         "evaluation_returns": returns,
         "data_return": data_return,
         "fork_active": rllib.is_active(),
+        "data_over_budget": args.data_over_budget,
+        "data_mode": data_mode,
     }
     verdict = "PASSED" if passed else "FAILED"
     print(
         f"[{name}] {verdict}: evaluation return {returns[-1]:.1f} "
         f"(threshold {args.threshold:.0f}) after {len(returns)} iterations "
-        f"(max {args.max_iterations}), {summary['wall_seconds']:.1f}s wall time"
+        f"(max {args.max_iterations}), {summary['wall_seconds']:.1f}s wall time; "
+        f"data mode: {data_mode}"
     )
     if args.json:
         with open(args.json, "w") as f:
