@@ -407,6 +407,12 @@ SERIES: List[Topic] = [
             "rllib/algorithms/marwil/tests/test_marwil_two_learners.py",
         ],
         substitutions={
+            "rllib/offline/tests/test_multi_node.py": (
+                (
+                    "from rllib.conftest import start_local_ray\n",
+                    "from ray.rllib.conftest import start_local_ray\n",
+                ),
+            ),
             "rllib/offline/offline_data.py": (
                 ("from rllib._fork.cluster_check import fork_stamp\n", ""),
                 (

@@ -269,3 +269,29 @@ def test_an_undecodable_row_met_by_the_cache_names_its_file_and_row(
                 algo.train()
     finally:
         algo.stop()
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_multi_agent_episodes_train_every_module_beyond_memory(ray_cluster, tmp_path):
+    from rllib.examples.offline_rl import train_multi_agent_offline as example
+
+    files = example.record_and_write(str(tmp_path), 8, 0.3, 0)
+    nbytes = decoded_size(files)["nbytes"]
+    config = example.build_config("bc", str(tmp_path), updates_per_iteration=4)
+    config = config.learners(
+        learner_config_dict={MEMORY_BUDGET_KEY: nbytes // 8}
+    ).evaluation(evaluation_interval=None)
+    algo = config.build_algo()
+    try:
+        learners = algo.train()["learners"]
+        assert algo.offline_data.mode == "beyond_memory"
+        cache = algo.learner_group._learner.__dict__["_episode_shard_sampler"].source
+        held = set(cache.module_blocks())
+    finally:
+        algo.stop()
+    assert held == {"p0", "p1"}
+    for module_id in ("p0", "p1"):
+        assert np.isfinite(learners[module_id]["policy_loss"])
+        batch_size = config.train_batch_size_per_learner
+        assert learners[module_id]["num_module_steps_trained"] == 4 * batch_size

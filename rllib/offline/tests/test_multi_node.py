@@ -179,8 +179,9 @@ def test_two_learners_train_on_shards_decoded_on_their_own_nodes(
 
 
 @pytest.mark.timeout(300)
-def test_multi_agent_modules_train_on_two_nodes(cluster, two_agent_dir):
-    config = example.build_config("marwil", two_agent_dir, updates_per_iteration=3)
+@pytest.mark.parametrize("algo_name", ["bc", "marwil"])
+def test_multi_agent_modules_train_on_two_nodes(cluster, two_agent_dir, algo_name):
+    config = example.build_config(algo_name, two_agent_dir, updates_per_iteration=3)
     config = _on_two_worker_nodes(
         config.training(train_batch_size_per_learner=64).evaluation(
             evaluation_interval=None
