@@ -36,6 +36,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--stream", action="store_true", help="Stream the episodes (budget 0)."
     )
+    parser.add_argument(
+        "--data-over-budget",
+        type=float,
+        default=None,
+        help="Set the memory budget so the decoded episodes are this many times "
+        "it (e.g. 8: the fork's rotating caches).",
+    )
     parser.add_argument("--json", default=None, help="Write the results here.")
     return parser.parse_args(argv)
 
@@ -61,6 +68,13 @@ def run(args) -> list:
         f"wrote {args.num_episodes} two-agent episodes to {len(files)} files; "
         f"data return per agent {data_returns}; fork active: {rllib.is_active()}"
     )
+    memory_budget = None
+    if args.data_over_budget:
+        from rllib.offline.in_memory.store import decoded_size
+
+        decoded = decoded_size(files)["nbytes"]
+        memory_budget = int(decoded / args.data_over_budget)
+        print(f"decoded {decoded / 2**20:.2f} MiB, memory budget {memory_budget} B")
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     summaries = []
     try:
@@ -81,6 +95,10 @@ def run(args) -> list:
                 config = config.learners(
                     learner_config_dict={MEMORY_BUDGET_KEY: 0}
                 ).offline_data(input_read_batch_size=1)
+            elif memory_budget is not None:
+                config = config.learners(
+                    learner_config_dict={MEMORY_BUDGET_KEY: memory_budget}
+                )
             history = []
             for iteration, returns, elapsed in example.train(
                 config, args.max_iterations, stop_at=args.threshold
