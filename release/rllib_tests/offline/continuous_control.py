@@ -24,6 +24,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchmarks"))
 
 import bench_cql_iql  # noqa: E402
+from offline_learning import (  # noqa: E402
+    add_data_over_budget_argument,
+    memory_budget_for,
+)
 
 #: Normalized scores the last evaluation must reach on the default dataset
 #: (InvertedPendulum-v5 expert) within the default 1,500 updates; from
@@ -46,13 +50,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--eval-every", type=int, default=250)
     parser.add_argument("--eval-episodes", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--data-over-budget",
-        type=float,
-        default=None,
-        help="Set the memory budget so the decoded episodes are this many times "
-        "it (e.g. 8: the fork's rotating caches); default: no budget set.",
-    )
+    add_data_over_budget_argument(parser)
     parser.add_argument("--json", default=None, help="Write the result here.")
     return parser.parse_args(argv)
 
@@ -73,11 +71,11 @@ def main(argv=None) -> int:
         memory_budget = None
         if args.data_over_budget:
             from rllib.offline.episode_files.reader import list_episode_files
-            from rllib.offline.in_memory.store import decoded_size
 
             filesystem, files = list_episode_files(payloads)
-            decoded = decoded_size(files, filesystem=filesystem)["nbytes"]
-            memory_budget = decoded / args.data_over_budget
+            memory_budget = memory_budget_for(
+                files, args.data_over_budget, filesystem=filesystem
+            )
         child = argparse.Namespace(
             algo=args.algo,
             hparams="matched",

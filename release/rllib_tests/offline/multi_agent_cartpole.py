@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+from offline_learning import add_data_over_budget_argument, memory_budget_for
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -36,13 +38,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--stream", action="store_true", help="Stream the episodes (budget 0)."
     )
-    parser.add_argument(
-        "--data-over-budget",
-        type=float,
-        default=None,
-        help="Set the memory budget so the decoded episodes are this many times "
-        "it (e.g. 8: the fork's rotating caches).",
-    )
+    add_data_over_budget_argument(parser)
     parser.add_argument("--json", default=None, help="Write the results here.")
     return parser.parse_args(argv)
 
@@ -70,11 +66,7 @@ def run(args) -> list:
     )
     memory_budget = None
     if args.data_over_budget:
-        from rllib.offline.in_memory.store import decoded_size
-
-        decoded = decoded_size(files)["nbytes"]
-        memory_budget = int(decoded / args.data_over_budget)
-        print(f"decoded {decoded / 2**20:.2f} MiB, memory budget {memory_budget} B")
+        memory_budget = memory_budget_for(files, args.data_over_budget)
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     summaries = []
     try:

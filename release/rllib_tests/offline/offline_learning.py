@@ -19,6 +19,31 @@ import gymnasium as gym
 import numpy as np
 
 
+def add_data_over_budget_argument(parser: argparse.ArgumentParser) -> None:
+    """`--data-over-budget F`: run with the data at F times the memory budget."""
+    parser.add_argument(
+        "--data-over-budget",
+        type=float,
+        default=None,
+        help="Set the memory budget so the decoded episodes are this many times "
+        "it (e.g. 8: the fork's rotating caches); default: no budget set.",
+    )
+
+
+def memory_budget_for(files, factor: float, filesystem=None, **spaces) -> int:
+    """The budget that puts the decoded episodes of `files` at `factor`
+    times it (decodes them all here to measure them)."""
+    from rllib.offline.in_memory.store import decoded_size
+
+    decoded = decoded_size(files, filesystem=filesystem, **spaces)["nbytes"]
+    budget = int(decoded / factor)
+    print(
+        f"decoded episodes {decoded / 2**20:.2f} MiB, memory budget "
+        f"{budget / 2**20:.3f} MiB ({factor:g}x)"
+    )
+    return budget
+
+
 def parse_args(argv=None, **defaults) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algo", choices=["bc", "marwil"], default="bc")
@@ -33,13 +58,7 @@ def parse_args(argv=None, **defaults) -> argparse.Namespace:
     parser.add_argument("--epsilon", type=float, default=0.05)
     parser.add_argument("--num-gpus-per-learner", type=float, default=0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--data-over-budget",
-        type=float,
-        default=None,
-        help="Set the memory budget so the decoded episodes are this many times "
-        "it (e.g. 8: the fork's rotating caches); default: no budget set.",
-    )
+    add_data_over_budget_argument(parser)
     parser.add_argument("--json", default=None, help="Write the result here.")
     parser.set_defaults(**defaults)
     return parser.parse_args(argv)
@@ -159,17 +178,11 @@ def run(args) -> dict:
 
     memory_budget = None
     if args.data_over_budget:
-        from rllib.offline.in_memory.store import decoded_size
-
-        decoded = decoded_size(
+        memory_budget = memory_budget_for(
             writer.files,
+            args.data_over_budget,
             observation_space=env.observation_space,
             action_space=env.action_space,
-        )["nbytes"]
-        memory_budget = decoded / args.data_over_budget
-        print(
-            f"[{name}] decoded episodes {decoded / 2**20:.2f} MiB, memory budget "
-            f"{memory_budget / 2**20:.3f} MiB ({args.data_over_budget:g}x)"
         )
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     start = time.perf_counter()

@@ -12,8 +12,6 @@ The module shuts the session's local Ray down for its cluster and starts it
 again afterwards.
 """
 
-import contextlib
-import gc
 import math
 
 import gymnasium as gym
@@ -31,6 +29,7 @@ from rllib.examples.offline_rl.scripted_cartpole import record_multi_agent_episo
 from rllib.offline.episode_files.writer import write_episodes
 from rllib.offline.offline_data import MEMORY_BUDGET_KEY
 from rllib.offline.tests.episode_factory import cartpole_episodes
+from rllib.offline.tests.test_multi_agent_training import _running
 
 ENV = gym.make("CartPole-v1")
 SPACES = {"observation_space": ENV.observation_space, "action_space": ENV.action_space}
@@ -82,16 +81,6 @@ def two_agent_dir(tmp_path_factory):
     )
     write_episodes(episodes, path, max_rows_per_file=2)
     return str(path)
-
-
-@contextlib.contextmanager
-def _running(config):
-    algo = config.build_algo()
-    try:
-        yield algo
-    finally:
-        algo.stop()
-        gc.collect()
 
 
 def _on_two_worker_nodes(config, budget=None):
