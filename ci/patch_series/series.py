@@ -400,19 +400,11 @@ SERIES: List[Topic] = [
         tests=[
             "rllib/core/learner/tests/test_in_memory_source.py",
             "rllib/offline/tests/test_offline_data.py",
-            "rllib/offline/tests/test_beyond_memory.py",
-            "rllib/offline/tests/test_multi_node.py",
             "rllib/offline/tests/test_train_on_episodes.py",
             "rllib/offline/tests/test_train_streaming.py",
             "rllib/algorithms/marwil/tests/test_marwil_two_learners.py",
         ],
         substitutions={
-            "rllib/offline/tests/test_multi_node.py": (
-                (
-                    "from rllib.conftest import start_local_ray\n",
-                    "from ray.rllib.conftest import start_local_ray\n",
-                ),
-            ),
             "rllib/offline/offline_data.py": (
                 ("from rllib._fork.cluster_check import fork_stamp\n", ""),
                 (
@@ -422,7 +414,7 @@ SERIES: List[Topic] = [
             ),
         },
         size_reason=(
-            "About 1,000 lines of code: `OfflineData`'s two modes and the\n"
+            "About 1,100 lines of code: `OfflineData`'s modes and the\n"
             "Learner's side of them cannot land apart."
         ),
     ),
@@ -486,6 +478,32 @@ SERIES: List[Topic] = [
             "360 lines of code (the recorder and the example); the rest are the\n"
             "tests that train multi-agent BC and MARWIL end to end."
         ),
+    ),
+    Topic(
+        slug="offline-scale-out-tests",
+        subject="[RLlib] Tests: offline data beyond memory and on several nodes",
+        description=(
+            "End-to-end tests of the rotating block caches (uniformity over\n"
+            "passes, 0, 1 and 2 Learners, hand-rolled payloads, multi-agent data,\n"
+            "an undecodable row) and of Learners on several nodes of\n"
+            "`ray.cluster_utils.Cluster` (each shard decoded on its Learner's node,\n"
+            "DDP across nodes, BC and MARWIL, single- and multi-agent, a Learner\n"
+            "node that dies). They follow the multi-agent patch, whose example\n"
+            "data they use."
+        ),
+        files=[],
+        tests=[
+            "rllib/offline/tests/test_beyond_memory.py",
+            "rllib/offline/tests/test_multi_node.py",
+        ],
+        substitutions={
+            "rllib/offline/tests/test_multi_node.py": (
+                (
+                    "from rllib.conftest import start_local_ray\n",
+                    "from ray.rllib.conftest import start_local_ray\n",
+                ),
+            ),
+        },
     ),
     Topic(
         slug="off-policy-estimation",
