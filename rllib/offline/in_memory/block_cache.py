@@ -122,7 +122,6 @@ class CachedEpisodeShard(RequiresFork):
     #: `decode_row_range`'s keyword arguments (filesystem, spaces, mapping).
     decode_kwargs: Dict[str, Any]
     task_options: Optional[Dict[str, Any]] = None
-    seed: Optional[int] = None
     #: Tells this shard from another one with the same ranges.
     token: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
 
@@ -152,7 +151,6 @@ def plan_cached_shards(
     draws_per_timestep: float,
     decode_kwargs: Dict[str, Any],
     task_options: Optional[Dict[str, Any]] = None,
-    seed: Optional[int] = None,
 ) -> List[CachedEpisodeShard]:
     """Cuts the input into ranges that rotate through `cache_bytes` and deals
     them out to `num_shards` Learners (balanced by rows).
@@ -205,7 +203,6 @@ def plan_cached_shards(
             draws_per_timestep=float(draws_per_timestep),
             decode_kwargs=decode_kwargs,
             task_options=task_options,
-            seed=seed,
         )
         for index, chosen in enumerate(members)
     ]
