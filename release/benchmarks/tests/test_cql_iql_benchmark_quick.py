@@ -1,5 +1,6 @@
 """Quick mode of the CQL/IQL benchmark, end to end (no score or timing
-asserted: 20 updates on 1,000 steps; the figures come from full runs)."""
+asserted: 20 updates on 1,000 steps, upstream capped at 60 s; the figures
+come from full runs)."""
 
 import json
 import math
@@ -41,9 +42,20 @@ def test_quick_mode_trains_every_side(tmp_path):
             (run,) = result["runs"]
             assert run["fork_active"] == (side == "fork")
             assert result["final_scores"] == [run["curve"][-1][2]]
-            assert result["updates"] == 20 and result["updates_per_s"] > 0
+            assert result["updates_per_s"] > 0
             # Evaluations at 10 and 20 updates: (updates, return, score).
-            assert [p[0] for p in result["curve"]] == [10, 20], result["curve"]
+            # Upstream runs under a wall-time cap (60 s in quick mode); on a
+            # slow machine it may stop before 20 updates, and the
+            # report must then say so.
+            if side == "upstream" and run["stopped_by_time"]:
+                # `train()` calls of 5 updates; a last evaluation at the stop.
+                stopped_at = result["updates"]
+                assert stopped_at in (5, 10, 15), result
+                expected = [10] * (stopped_at > 10) + [stopped_at]
+                assert [p[0] for p in result["curve"]] == expected, result["curve"]
+            else:
+                assert not run["stopped_by_time"] and result["updates"] == 20
+                assert [p[0] for p in result["curve"]] == [10, 20], result["curve"]
             assert all(math.isfinite(p[2]) for p in result["curve"])
         # d3rlpy runs where its virtualenv exists; otherwise the report says so.
         d3rlpy = entry[f"{algo}/d3rlpy"]
