@@ -2,8 +2,12 @@
 # Builds the patch series against the installed ray, checks that each patch
 # applies (and its modules import) on top of the ones before it, runs the
 # series' tests in the patched tree with the overlay off and compares each
-# outcome with the overlay's. Usage: bash ci/patch_series.sh [OVERLAY_XML]
-# (a junit XML of a `ci/test.sh` run; without it the overlay run is made here).
+# outcome with the overlay's.
+#   bash ci/patch_series.sh [OVERLAY_XML]   everything; without the XML (a junit
+#                                           XML of a `ci/test.sh` run) the
+#                                           overlay run is made here
+#   bash ci/patch_series.sh --patched-only  build, apply, run the patched tree
+#   bash ci/patch_series.sh --compare-only OVERLAY_XML
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +15,10 @@ cd "$(dirname "$0")/.."
 source ci/env.sh
 ci_activate_test_env
 args=(--keep build/patch-series-check)
-if [ $# -gt 0 ]; then
-  args+=(--overlay-results "$1")
-fi
+case "${1:-}" in
+  --patched-only) args+=(--patched-only) ;;
+  --compare-only) args+=(--compare-only --overlay-results "$2") ;;
+  "") ;;
+  *) args+=(--overlay-results "$1") ;;
+esac
 python -m ci.patch_series.check "${args[@]}"

@@ -2,6 +2,8 @@
 behaves as the overlay does.
 
     python -m ci.patch_series.check [--overlay-results XML] [--keep DIR]
+    python -m ci.patch_series.check --patched-only --keep DIR
+    python -m ci.patch_series.check --compare-only --keep DIR --overlay-results XML
 
 1. Builds the series (:mod:`ci.patch_series.build`).
 2. Applies the patches one by one, with ``git apply``, to a fresh copy of the
@@ -13,6 +15,10 @@ behaves as the overlay does.
    ``--overlay-results`` (a junit XML of a fork run, as CI writes it), or a
    run of those tests made here. Any test whose outcome differs fails the
    check.
+
+``--patched-only`` stops after step 3 and ``--compare-only`` makes step 4 from
+the results step 3 left in ``--keep``: CI runs the patched tree beside the
+overlay run, one per core.
 """
 
 import argparse
@@ -190,21 +196,40 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--overlay-results", type=pathlib.Path)
     parser.add_argument("--keep", type=pathlib.Path, help="keep the work here")
+    phase = parser.add_mutually_exclusive_group()
+    phase.add_argument(
+        "--patched-only",
+        action="store_true",
+        help="build, apply and run the patched tree; compare later",
+    )
+    phase.add_argument(
+        "--compare-only",
+        action="store_true",
+        help="compare the patched run left in --keep with --overlay-results",
+    )
     args = parser.parse_args(argv)
+    if (args.patched_only or args.compare_only) and args.keep is None:
+        parser.error("--patched-only and --compare-only need --keep DIR")
+    if args.compare_only and args.overlay_results is None:
+        parser.error("--compare-only needs --overlay-results XML")
 
     # Absolute: `git apply` and the tests run from inside the patched tree.
     work = (
         args.keep or pathlib.Path(tempfile.mkdtemp(prefix="rllib-series-check-"))
     ).resolve()
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    patches = series_build.build(work / "patches")
-    print((patches / "summary.txt").read_text())
-    ray_dir = apply_series(patches, work / "site")
-
     tests = series_tests()
-    run_tests(ray_dir, tests, work / "patched.xml", patched_env(work / "site"))
+    if not args.compare_only:
+        if work.exists():
+            shutil.rmtree(work)
+        work.mkdir(parents=True)
+        patches = series_build.build(work / "patches")
+        print((patches / "summary.txt").read_text())
+        ray_dir = apply_series(patches, work / "site")
+        run_tests(ray_dir, tests, work / "patched.xml", patched_env(work / "site"))
+        if args.patched_only:
+            return 0
+    elif not (work / "patched.xml").exists():
+        sys.exit(f"no patched-tree results at {work / 'patched.xml'}")
 
     overlay_xml = args.overlay_results and args.overlay_results.resolve()
     if overlay_xml is None:

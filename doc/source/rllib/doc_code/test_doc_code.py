@@ -56,7 +56,7 @@ def _run(script: str, tmp_path: Path) -> str:
     env = dict(os.environ)
     # Each example writes into its working directory and starts its own local
     # cluster, even if the test session already runs one.
-    env.pop("RAY_ADDRESS", None)
+    env["RAY_ADDRESS"] = "local"
     env.update(
         RAY_USAGE_STATS_ENABLED="0",
         RAY_DEDUP_LOGS="0",
