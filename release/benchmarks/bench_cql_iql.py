@@ -34,7 +34,10 @@ Each evaluation plays `--eval-episodes` episodes with the deterministic
 policy (reset seeds 10,000 + i, as d3rlpy's side) and reports the normalized
 score: 0 = the random behaviour's mean return, 100 = the expert data's.
 Updates/s counts training only (for RLlib: `algo.train()`, data path
-included; for d3rlpy: sampling plus update).
+included; for d3rlpy: sampling plus update). Every side's training process
+runs `--torch-threads` torch threads (default 1, d3rlpy_offline.py's own
+default); before that option the RLlib sides ran torch's default (one per
+core) against d3rlpy's one.
 
     python release/benchmarks/bench_cql_iql.py [--quick] [--tasks pendulum]
         [--qualities medium,expert] [--algos iql,cql] [--updates 3000]
@@ -245,10 +248,13 @@ def rllib_child(args) -> dict:
     import gc
 
     import ray
+    import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     import rllib
 
+    if getattr(args, "torch_threads", None):
+        torch.set_num_threads(args.torch_threads)
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     algo = _config(args).build_algo()
     curve, iteration_seconds, updates = [], [], 0
@@ -292,6 +298,7 @@ def rllib_child(args) -> dict:
         "final_return": curve[-1][1] if curve else None,
         "stopped_by_time": updates < args.updates,
         "data_mode": data_mode,
+        "torch_threads": torch.get_num_threads(),
     }
 
 
@@ -314,19 +321,22 @@ def run_side(side, algo, env_id, payload_dir, npz, args, workdir, seed) -> dict:
         "--seed",
         str(seed),
     ]
+    threads = ["--num-threads" if side == "d3rlpy" else "--torch-threads"]
+    threads.append(str(args.torch_threads))
     env = dict(os.environ, PYTHONPATH=REPO, RAY_USAGE_STATS_ENABLED="0")
     if side == "d3rlpy":
         if not os.path.exists(args.d3rlpy_python):
             return {"error": f"no d3rlpy interpreter at {args.d3rlpy_python}"}
         script = os.path.join(HERE, "d3rlpy_offline.py")
-        cmd = [args.d3rlpy_python, script, "--data", npz, "--out", out] + common
+        cmd = [args.d3rlpy_python, script, "--data", npz, "--out", out]
+        cmd += common + threads
         if args.hparams == "defaults" and algo == "cql":
             cmd += ["--cql-alpha-lr", "1e-4"]
         timeout = args.timeout
     else:
         seconds = args.upstream_seconds if side == "upstream" else args.timeout
         cmd = [sys.executable, __file__, "--child", "--data", payload_dir]
-        cmd += common + ["--max-seconds", str(seconds), "--out", out]
+        cmd += common + threads + ["--max-seconds", str(seconds), "--out", out]
         cmd += ["--hparams", args.hparams]
         # `train()` calls of a few updates, so the time cap can stop upstream.
         cmd += ["--iteration-updates", str(math.gcd(args.eval_every, 25))]
@@ -509,6 +519,13 @@ def parse_args(argv: List[str] = None) -> argparse.Namespace:
         default="matched",
         help="'matched': d3rlpy's settings on every side (see MATCHED); "
         "'defaults': each library's own",
+    )
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch threads of every side's training process (d3rlpy_offline.py's "
+        "--num-threads; RLlib's local Learner)",
     )
     parser.add_argument("--upstream-seconds", type=int, default=300)
     parser.add_argument("--timeout", type=int, default=3600)

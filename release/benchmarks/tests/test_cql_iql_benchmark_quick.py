@@ -41,6 +41,8 @@ def test_quick_mode_trains_every_side(tmp_path):
             # Quick mode runs one seed; each seed's run says which mode it ran.
             (run,) = result["runs"]
             assert run["fork_active"] == (side == "fork")
+            # `--torch-threads` (default 1) reaches every side's trainer.
+            assert run["torch_threads"] == 1
             assert result["final_scores"] == [run["curve"][-1][2]]
             assert result["updates_per_s"] > 0
             # Evaluations at 10 and 20 updates: (updates, return, score).
@@ -60,3 +62,5 @@ def test_quick_mode_trains_every_side(tmp_path):
         # d3rlpy runs where its virtualenv exists; otherwise the report says so.
         d3rlpy = entry[f"{algo}/d3rlpy"]
         assert "curve" in d3rlpy or "no d3rlpy interpreter" in d3rlpy["error"]
+        if "curve" in d3rlpy:
+            assert [run["torch_threads"] for run in d3rlpy["runs"]] == [1]
