@@ -2,7 +2,8 @@
 a normalized score (0 = random behaviour, 100 = the expert data).
 
 Records one dataset of `rllib.examples.offline_rl.scripted_continuous_control`
-(default: InvertedPendulum-v5 expert, 20,000 steps), writes it as hand-rolled
+(default: InvertedPendulum-v5, 20,000 steps; expert data for IQL, medium data
+for CQL, see `DEFAULTS`), writes it as hand-rolled
 payload files with the actions in [-1, 1] (RLlib's units), trains `--algo`
 with d3rlpy's settings and networks (`bench_cql_iql.MATCHED`) through
 `input_read_episodes=True`,
@@ -10,8 +11,8 @@ evaluates the deterministic policy every `--eval-every` updates and exits 1
 unless the last evaluation reaches `--threshold`. The thresholds are set from
 `release/benchmarks/bench_cql_iql.py` (see release/README.md).
 
-    python release/rllib_tests/offline/continuous_control.py [--algo iql] \
-        [--task inverted_pendulum] [--quality expert] [--threshold T]
+    python release/rllib_tests/offline/continuous_control.py [--algo {iql,cql}] \
+        [--task inverted_pendulum] [--quality Q] [--updates N] [--threshold T]
 """
 
 import argparse
@@ -29,24 +30,26 @@ from offline_learning import (  # noqa: E402
     memory_budget_for,
 )
 
-#: Normalized scores the last evaluation must reach on the default dataset
-#: (InvertedPendulum-v5 expert) within the default 1,500 updates; from
+#: Per algorithm: the default dataset quality (on InvertedPendulum-v5), update
+#: budget and the normalized score the last evaluation must reach; from
 #: `bench_cql_iql.py` (release/README.md).
-THRESHOLDS = {"iql": 90.0}
+DEFAULTS = {
+    "iql": {"quality": "expert", "updates": 1500, "threshold": 90.0},
+    "cql": {"quality": "medium", "updates": 2000, "threshold": 90.0},
+}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algo", choices=sorted(THRESHOLDS), default="iql")
+    parser.add_argument("--algo", choices=sorted(DEFAULTS), default="iql")
     parser.add_argument("--task", default="inverted_pendulum")
-    parser.add_argument("--quality", default="expert")
+    parser.add_argument("--quality", default=None, help="Default: see DEFAULTS.")
     parser.add_argument(
-        "--threshold",
-        type=float,
-        default=None,
-        help="Default: the algorithm's threshold in THRESHOLDS.",
+        "--threshold", type=float, default=None, help="Default: see DEFAULTS."
     )
-    parser.add_argument("--updates", type=int, default=1500)
+    parser.add_argument(
+        "--updates", type=int, default=None, help="Default: see DEFAULTS."
+    )
     parser.add_argument("--eval-every", type=int, default=250)
     parser.add_argument("--eval-episodes", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
@@ -62,8 +65,9 @@ def main(argv=None) -> int:
     )
 
     args = parse_args(argv)
-    if args.threshold is None:
-        args.threshold = THRESHOLDS[args.algo]
+    for name, value in DEFAULTS[args.algo].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     with tempfile.TemporaryDirectory() as directory:
         payloads, _, _, _ = bench_cql_iql.write_data(
             args.task, args.quality, 20_000, directory
