@@ -36,8 +36,7 @@ score: 0 = the random behaviour's mean return, 100 = the expert data's.
 Updates/s counts training only (for RLlib: `algo.train()`, data path
 included; for d3rlpy: sampling plus update). Every side's training process
 runs `--torch-threads` torch threads (default 1, d3rlpy_offline.py's own
-default); before that option the RLlib sides ran torch's default (one per
-core) against d3rlpy's one.
+default).
 
     python release/benchmarks/bench_cql_iql.py [--quick] [--tasks pendulum]
         [--qualities medium,expert] [--algos iql,cql] [--updates 3000]
