@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Optional, Tuple
 
 #: The line prefix a scenario prints its result with.
@@ -68,6 +69,38 @@ def run_scenario(
         ScenarioError: If the process exits non-zero, times out, or prints no
             result; the message holds the end of its output.
     """
+    return _result(_start(code, mode, env, cwd), mode, timeout)
+
+
+def run_in_both_modes(
+    code: str,
+    *,
+    env: Optional[Dict[str, str]] = None,
+    timeout: float = 300,
+    cwd: Optional[str] = None,
+) -> Tuple[Any, Any]:
+    """Runs `code` upstream and with the fork, both at once.
+
+    The two processes share nothing but the machine (each starts its own
+    local Ray), so running them side by side changes no result and overlaps
+    their waits on Ray's start-up and on I/O. Arguments as `run_scenario`'s.
+
+    Returns:
+        `(upstream, fork)`, as `run_scenario` returns them.
+    """
+    processes = [_start(code, mode, env, cwd) for mode in (UPSTREAM, FORK)]
+    # One reader per process: a full pipe must not stall the other run.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = [
+            pool.submit(_result, process, mode, timeout)
+            for process, mode in zip(processes, (UPSTREAM, FORK))
+        ]
+        return results[0].result(), results[1].result()
+
+
+def _start(
+    code: str, mode: str, env: Optional[Dict[str, str]], cwd: Optional[str]
+) -> subprocess.Popen:
     if mode not in (FORK, UPSTREAM):
         raise ValueError(f"`mode` must be {FORK!r} or {UPSTREAM!r}, got {mode!r}.")
     full_env = dict(os.environ)
@@ -75,41 +108,36 @@ def run_scenario(
     full_env.update(env or {})
     if mode == UPSTREAM:
         full_env["RLLIB_FORK_DISABLE"] = "1"
-    source = _PRELUDE + textwrap.dedent(code)
+    return subprocess.Popen(
+        [sys.executable, "-c", _PRELUDE + textwrap.dedent(code)],
+        env=full_env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _result(process: subprocess.Popen, mode: str, timeout: float) -> Any:
     try:
-        out = subprocess.run(
-            [sys.executable, "-c", source],
-            env=full_env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=cwd,
-        )
-    except subprocess.TimeoutExpired as error:
-        tail = _tail(error.stdout, error.stderr)
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate()
         raise ScenarioError(
-            f"The {mode} run did not finish in {timeout} s.\n{tail}"
+            f"The {mode} run did not finish in {timeout} s.\n{_tail(stdout, stderr)}"
         ) from None
     results = [
         line[len(RESULT_PREFIX) :]
-        for line in out.stdout.splitlines()
+        for line in stdout.splitlines()
         if line.startswith(RESULT_PREFIX)
     ]
-    if out.returncode != 0 or not results:
+    if process.returncode != 0 or not results:
         raise ScenarioError(
-            f"The {mode} run exited with {out.returncode} and "
-            f"{'no' if not results else 'a'} result.\n"
-            f"{_tail(out.stdout, out.stderr)}"
+            f"The {mode} run exited with {process.returncode} and "
+            f"{'no' if not results else 'a'} result.\n{_tail(stdout, stderr)}"
         )
     return json.loads(results[-1])
-
-
-def run_in_both_modes(code: str, **kwargs) -> Tuple[Any, Any]:
-    """Runs `code` upstream, then with the fork. Returns `(upstream, fork)`."""
-    return (
-        run_scenario(code, mode=UPSTREAM, **kwargs),
-        run_scenario(code, mode=FORK, **kwargs),
-    )
 
 
 def assert_same(upstream: Any, fork: Any, *, rel: float = 0.0, path: str = "") -> None:
