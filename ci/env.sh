@@ -1,8 +1,9 @@
 # Sourced by ci/test.sh and ci/docs.sh (not run on its own).
 #
 # ci_activate_env EXTRAS MODULES: uses the active virtualenv, else `.venv` in
-# the repo (created if missing), and installs the fork with EXTRAS (pinned by
-# ci/constraints.txt) unless MODULES import and the fork is active.
+# the repo (created if missing). Where MODULES do not import or the fork is not
+# active, it installs the fork with EXTRAS (pinned by ci/constraints.txt) into
+# `.venv`, and fails, naming the install line, in any other virtualenv.
 
 ci_activate_env() {
   local extras=$1 modules=$2
@@ -15,6 +16,16 @@ ci_activate_env() {
   fi
   if ! python -c "import $modules" 2>/dev/null \
      || ! python -c "import rllib, sys; sys.exit(not rllib.is_active())" 2>/dev/null; then
+    # Only the repo's own `.venv` is changed; a virtualenv of the user's stays
+    # as it is.
+    if [ "$(cd "$VIRTUAL_ENV" && pwd -P)" != "$(pwd -P)/.venv" ]; then
+      echo "The active virtualenv ($VIRTUAL_ENV) lacks what this needs" \
+        "(python modules: $modules; the fork installed and active)." >&2
+      echo "Install it there with:" >&2
+      echo "  pip install torch==2.13.0 && pip install -c ci/constraints.txt -e \".[$extras]\"" >&2
+      echo "or deactivate it, and the script sets up .venv in the repo." >&2
+      return 1
+    fi
     python -m pip install --quiet --upgrade pip
     # The CPU wheel of torch; a bare `torch` would pull a multi-GB CUDA build.
     python -m pip install --quiet "torch==2.13.0"
