@@ -77,6 +77,8 @@ setup(
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
+            # `ci/test.sh` spreads the fast tier over the cores, a file per worker.
+            "pytest-xdist>=3.5",
             "ruff>=0.6",
             "moto[s3]>=5.1",
             "flask>=3",

@@ -39,7 +39,10 @@ ci_activate_env() {
 # `mujoco`: the continuous-control datasets' InvertedPendulum-v5.
 ci_activate_test_env() {
   ci_activate_env "test,bench,minari,minari-create,mujoco" \
-    "rllib, ray, torch, pytest, pytest_timeout, matplotlib, minari, h5py, PIL, jax, moto, mujoco, imageio"
+    "rllib, ray, torch, pytest, pytest_timeout, xdist, matplotlib, minari, h5py, PIL, jax, moto, mujoco, imageio"
   export RAY_DEDUP_LOGS=0 RAY_USAGE_STATS_ENABLED=0 \
     PYTHONWARNINGS=ignore::DeprecationWarning
+  # One torch/OpenMP thread per process: CI runs two test processes at once
+  # on two cores, each with Ray workers and fresh interpreters of its own.
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}"
 }

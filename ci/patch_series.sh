@@ -7,7 +7,7 @@
 #                                           XML of a `ci/test.sh` run) the
 #                                           overlay run is made here
 #   bash ci/patch_series.sh --patched-only  build, apply, run the patched tree
-#   bash ci/patch_series.sh --compare-only OVERLAY_XML
+#   bash ci/patch_series.sh --compare-only OVERLAY_XML...  (one XML per tier)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,8 +17,8 @@ ci_activate_test_env
 args=(--keep build/patch-series-check)
 case "${1:-}" in
   --patched-only) args+=(--patched-only) ;;
-  --compare-only) args+=(--compare-only --overlay-results "$2") ;;
+  --compare-only) args+=(--compare-only --overlay-results "${@:2}") ;;
   "") ;;
-  *) args+=(--overlay-results "$1") ;;
+  *) args+=(--overlay-results "$@") ;;
 esac
 python -m ci.patch_series.check "${args[@]}"

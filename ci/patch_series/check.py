@@ -3,7 +3,7 @@ behaves as the overlay does.
 
     python -m ci.patch_series.check [--overlay-results XML] [--keep DIR]
     python -m ci.patch_series.check --patched-only --keep DIR
-    python -m ci.patch_series.check --compare-only --keep DIR --overlay-results XML
+    python -m ci.patch_series.check --compare-only --keep DIR --overlay-results XML...
 
 1. Builds the series (:mod:`ci.patch_series.build`).
 2. Applies the patches one by one, with ``git apply``, to a fresh copy of the
@@ -194,7 +194,12 @@ def compare(patched: Dict[str, str], overlay: Dict[str, str], tests) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--overlay-results", type=pathlib.Path)
+    parser.add_argument(
+        "--overlay-results",
+        type=pathlib.Path,
+        nargs="+",
+        help="junit XMLs of the overlay's runs (CI runs the tiers apart)",
+    )
     parser.add_argument("--keep", type=pathlib.Path, help="keep the work here")
     phase = parser.add_mutually_exclusive_group()
     phase.add_argument(
@@ -231,12 +236,15 @@ def main(argv=None) -> int:
     elif not (work / "patched.xml").exists():
         sys.exit(f"no patched-tree results at {work / 'patched.xml'}")
 
-    overlay_xml = args.overlay_results and args.overlay_results.resolve()
-    if overlay_xml is None:
-        overlay_xml = work / "overlay.xml"
+    overlay_xmls = [xml.resolve() for xml in args.overlay_results or ()]
+    if not overlay_xmls:
+        overlay_xmls = [work / "overlay.xml"]
         overlay_env = {k: v for k, v in os.environ.items() if k != "RLLIB_FORK_DISABLE"}
-        run_tests(REPO, tests, overlay_xml, overlay_env)
-    code = compare(outcomes(work / "patched.xml"), outcomes(overlay_xml), tests)
+        run_tests(REPO, tests, overlay_xmls[0], overlay_env)
+    overlay = {}
+    for xml in overlay_xmls:
+        overlay.update(outcomes(xml))
+    code = compare(outcomes(work / "patched.xml"), overlay, tests)
     if args.keep is None:
         shutil.rmtree(work, ignore_errors=True)
     return code
