@@ -78,7 +78,8 @@ def resolve_filesystem(
     """Returns a pyarrow filesystem and the path inside it.
 
     Args:
-        path: A local path or a URI (`s3://bucket/dir`, `gs://...`).
+        path: A local path (relative and `~` paths are expanded) or a URI
+            (`s3://bucket/dir`, `gs://...`).
         filesystem: A `pyarrow.fs.FileSystem`, or an fsspec filesystem (it gets
             wrapped). None: inferred from `path`, local by default.
 
@@ -92,7 +93,7 @@ def resolve_filesystem(
     if filesystem is None:
         if "://" in path:
             return pa_fs.FileSystem.from_uri(path)
-        return pa_fs.LocalFileSystem(), os.path.abspath(path)
+        return pa_fs.LocalFileSystem(), os.path.abspath(os.path.expanduser(path))
     if "://" in path:
         # The filesystem is given: "s3://bucket/key" is "bucket/key" in it
         # (as Ray Data reads it).

@@ -33,6 +33,7 @@ _WRITE_READ_CONVERT = """
     validate = cli("validate", "{root}/data")
     convert = cli("convert", "{root}/data", "{root}/copy")
     info = cli("info", "--json", "{root}/copy")
+    usage = cli("--help")
     print(json.dumps({{
         "active": rllib.is_active(),
         "lengths": [len(e) for e in back],
@@ -44,6 +45,7 @@ _WRITE_READ_CONVERT = """
         "validate": [validate.returncode, validate.stderr[-2000:]],
         "convert": [convert.returncode, convert.stderr[-2000:]],
         "info": [info.returncode, info.stdout, info.stderr[-2000:]],
+        "usage": usage.stdout.splitlines()[:1],
     }}))
 """
 
@@ -79,6 +81,9 @@ def test_write_read_validate_convert_with_the_fork_off(tmp_path, mode):
     info = json.loads(out)
     assert info["num_episodes"] == 3, info
     assert info["num_steps"] == 15, info
+    # The help names the command as it runs with the overlay off.
+    (usage,) = state["usage"]
+    assert usage.startswith("usage: python -m rllib.offline.episodes "), usage
     if mode == "unsupported_ray":
         assert "rllib-fork supports ray==2.60.*" in stderr
 

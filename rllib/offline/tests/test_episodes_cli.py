@@ -444,7 +444,7 @@ def test_bad_arguments_exit_2(capsys, argv):
     except SystemExit as raised:  # argparse's own usage errors.
         code = raised.code
     assert code == 2
-    assert "usage: python -m rllib.offline.episodes" in capsys.readouterr().err
+    assert "usage: python -m ray.rllib.offline.episodes" in capsys.readouterr().err
 
 
 def test_unknown_env_is_a_usage_error(capsys, hand_rolled, tmp_path):

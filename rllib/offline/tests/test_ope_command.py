@@ -118,6 +118,21 @@ def test_table_output(tmp_path, episodes, capsys):
     assert row.split()[:2] == [str(checkpoint), "default_policy"]
 
 
+def test_relative_paths_score_as_absolute_ones(tmp_path, episodes, capsys, monkeypatch):
+    # As the guide writes them: `--data cartpole_data --checkpoint ckpt ./ckpt`.
+    write_episodes([ep.to_numpy() for ep in episodes], str(tmp_path / "data"))
+    _checkpoint(tmp_path / "ckpt", 0)
+    monkeypatch.chdir(tmp_path)
+    relative = _ope_json(capsys, "data", ["ckpt", "./ckpt"])
+    (absolute,) = _ope_json(capsys, tmp_path / "data", [tmp_path / "ckpt"])
+    assert [row["checkpoint"] for row in relative] == ["ckpt", "./ckpt"]
+    for row in relative:
+        assert row["estimates"] == absolute["estimates"]
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (home,) = _ope_json(capsys, "~/data", ["~/ckpt"])
+    assert home["estimates"] == absolute["estimates"]
+
+
 def test_float64_observations_reach_a_float32_module(tmp_path):
     # Column files often hold float64 observations; the module is float32.
     from rllib.offline.off_policy_estimation import RLModuleTargetPolicy

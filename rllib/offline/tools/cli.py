@@ -21,6 +21,7 @@ import json
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import rllib
 from rllib.offline.tools.conversion import (
     MINARI_PREFIX,
     ConversionError,
@@ -39,8 +40,10 @@ from rllib.offline.tools.inspection import (
 )
 from rllib.offline.tools.ope_command import add_ope_command, run_ope
 
-#: How to call this command: the `episodes` module next to this package.
-PROG = "python -m " + __name__.rsplit(".", 2)[0] + ".episodes"
+#: How to call this command: under ray's name where the fork is active; with
+#: the overlay off (`RLLIB_FORK_DISABLE=1`, another ray version) only the
+#: fork's own package has the module.
+PROG = "python -m " + ("ray." if rllib.is_active() else "") + "rllib.offline.episodes"
 
 #: Exit codes.
 EXIT_OK = 0

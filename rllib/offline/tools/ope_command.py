@@ -103,10 +103,12 @@ def load_modules(checkpoint: str):
     """
     from ray.rllib.core.rl_module.rl_module import RLModule
 
-    if not os.path.isdir(checkpoint):
+    # RLlib's loader takes a URI: a relative or `~` path becomes an absolute one.
+    directory = os.path.abspath(os.path.expanduser(checkpoint))
+    if not os.path.isdir(directory):
         raise FileNotFoundError(f"`--checkpoint {checkpoint}`: no such directory.")
-    inside = os.path.join(checkpoint, _MODULE_IN_ALGORITHM)
-    path = inside if os.path.isdir(inside) else checkpoint
+    inside = os.path.join(directory, _MODULE_IN_ALGORITHM)
+    path = inside if os.path.isdir(inside) else directory
     try:
         return RLModule.from_checkpoint(path)
     except Exception as error:  # Any failure to load names the path.
