@@ -29,6 +29,7 @@ TIERS: Dict[str, tuple] = {
 
 FILES: Dict[str, str] = {
     "ci/patch_series/tests/test_upstream_form.py": SMALL,
+    "ci/tests/test_conventions.py": SMALL,
     "ci/tests/test_sizes.py": MEDIUM,
     "doc/source/rllib/doc_code/test_doc_code.py": MEDIUM,
     "doc/source/test_readme.py": MEDIUM,

@@ -27,3 +27,7 @@ def test_readme_example_runs_in_a_fresh_process(tmp_path):
     assert re.search(r"^5 episodes in 1 file\(s\)$", result.stdout, re.M), result.stdout
     loss = re.search(r"^policy loss: (\S+)$", result.stdout, re.M)
     assert loss and float(loss.group(1)) > 0, result.stdout
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main(["-v", __file__]))

@@ -299,3 +299,9 @@ def test_new_modules_name_the_fork_package_as_ray_does():
     assert "from ray.rllib.offline.tools import cli" in text
     assert 'b"rllib.episodes"' in text  # Not a module: left alone.
     assert "`ray.rllib.core.learner.value_targets`" in text
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

@@ -39,3 +39,7 @@ def test_quick_mode_runs_both_sides_in_and_beyond_memory(tmp_path):
     assert beyond["mode"] == "beyond_memory"
     (first, *_) = beyond["passes"]
     assert first["num_ranges"] > 8 and first["mean_draws_per_timestep"] >= 1.0
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main(["-v", __file__]))

@@ -64,3 +64,7 @@ def test_quick_mode_trains_every_side(tmp_path):
         assert "curve" in d3rlpy or "no d3rlpy interpreter" in d3rlpy["error"]
         if "curve" in d3rlpy:
             assert [run["torch_threads"] for run in d3rlpy["runs"]] == [1]
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main(["-v", __file__]))

@@ -36,3 +36,7 @@ def test_quick_mode_scores_every_target_with_every_estimator(tmp_path):
         assert "fork_fqe" in task["summary"]
     # Ray 2.60's own runner is run on the CartPole files; its outcome is shown.
     assert tasks["cartpole"]["upstream_runner"]
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main(["-v", __file__]))

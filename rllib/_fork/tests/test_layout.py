@@ -109,3 +109,9 @@ def test_earlier_import_paths_give_the_same_objects(old, new, name):
     old_module = importlib.import_module("ray.rllib.offline." + old)
     new_module = importlib.import_module("ray.rllib.offline." + new)
     assert getattr(old_module, name) is getattr(new_module, name)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

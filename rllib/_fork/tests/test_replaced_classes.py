@@ -31,3 +31,11 @@ def test_offline_prelearner_is_the_forks():
 
     assert offline_prelearner.OfflinePreLearner is fork.OfflinePreLearner
     assert offline_data.OfflinePreLearner is fork.OfflinePreLearner
+
+
+if __name__ == "__main__":
+    import sys
+
+    import pytest
+
+    sys.exit(pytest.main(["-v", __file__]))

@@ -295,3 +295,9 @@ def test_multi_agent_episodes_train_every_module_beyond_memory(ray_cluster, tmp_
         assert np.isfinite(learners[module_id]["policy_loss"])
         batch_size = config.train_batch_size_per_learner
         assert learners[module_id]["num_module_steps_trained"] == 4 * batch_size
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

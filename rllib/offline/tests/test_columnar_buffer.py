@@ -331,3 +331,9 @@ def test_numpy_bool_done_flags_keep_their_value(terminated):
     columns = decode_episode_columns(payload)
     assert columns.is_terminated is terminated
     assert columns.is_truncated is (not terminated)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

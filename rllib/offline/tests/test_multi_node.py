@@ -227,3 +227,9 @@ def test_a_learner_node_that_dies_fails_the_next_train_call(cluster, episode_dir
     cluster.add_node(
         num_cpus=2, resources={LEARNER_SLOT: 1}, object_store_memory=NODE_STORE
     )
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

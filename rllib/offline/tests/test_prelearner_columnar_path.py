@@ -557,3 +557,9 @@ def test_subclass_overriding_the_general_path_keeps_it():
     )
     custom = Custom(config=config, spaces=(obs_space, action_space), module_spec=spec)
     assert not custom.uses_columnar_path
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

@@ -120,3 +120,9 @@ def test_bc_learns_through_the_streaming_columnar_path(ray_cluster, tmp_path):
         accuracy_after,
     )
     assert len(list(markers.iterdir())) >= 1
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

@@ -54,3 +54,9 @@ def test_mismatched_networks_fail_as_upstream():
         UPSTREAM(main, target, 0.5)
     with pytest.raises(type(upstream_error.value)):
         torch_utils.update_target_network(main, target, 0.5)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

@@ -85,3 +85,9 @@ def test_update_trains_policy_and_critics():
     ]
     assert any(k.startswith("pi") for k in changed), changed
     assert any(k.startswith("qf") for k in changed), changed
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

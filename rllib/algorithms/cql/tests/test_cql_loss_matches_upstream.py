@@ -54,3 +54,9 @@ def test_corrections_change_only_the_critic_losses(high, n_step):
     assert fork[QF_LOSS_KEY] != pytest.approx(upstream[QF_LOSS_KEY], rel=1e-4)
     assert fork[POLICY_LOSS_KEY] == upstream[POLICY_LOSS_KEY]
     assert fork["alpha_loss"] == upstream["alpha_loss"]
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

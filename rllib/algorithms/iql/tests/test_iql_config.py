@@ -43,3 +43,9 @@ def test_expectile_must_lie_in_the_open_unit_interval(expectile):
 def test_marwils_other_checks_still_run():
     with pytest.raises(ValueError, match="dataset_num_iters_per_learner"):
         config(dataset_num_iters_per_learner=None).training(beta=3.0).validate()
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

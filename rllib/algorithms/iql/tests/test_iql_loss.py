@@ -89,3 +89,9 @@ def test_deterministic_action_is_the_squashed_mean():
 def test_the_actor_fits_a_behaviour_saturating_at_the_bounds():
     loss_fn = type(build_learner()[1]).compute_loss_for_module
     assert fit_saturating_behaviour(loss_fn) < 0.05
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

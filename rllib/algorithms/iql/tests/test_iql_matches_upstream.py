@@ -42,3 +42,9 @@ def test_upstreams_likelihood_fits_the_saturating_behaviour_worse():
     upstream_error = fit_saturating_behaviour(UPSTREAM_LOSS)
     # Measured: 0.012 vs 0.094.
     assert fork_error < upstream_error / 2, (fork_error, upstream_error)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

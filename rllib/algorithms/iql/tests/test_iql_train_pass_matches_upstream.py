@@ -37,3 +37,9 @@ def test_train_pass_gives_upstreams_values_for_what_the_loss_reads(twin_q):
     assert not fork[QF_TARGET_PREDS].requires_grad
     assert not fork[VF_PREDS_NEXT].requires_grad
     assert fork[QF_PREDS].requires_grad and fork[Columns.VF_PREDS].requires_grad
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

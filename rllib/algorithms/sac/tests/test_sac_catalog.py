@@ -103,3 +103,9 @@ def test_iql_learner_trains_and_builds_concat_targets():
     main = _linears(module.qf_encoder)[0].weight.detach()
     # Polyak averaging with tau=0.5 moves the target towards the updated Q.
     assert torch.all((target_after - main).abs() <= (target_before - main).abs() + 1e-6)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

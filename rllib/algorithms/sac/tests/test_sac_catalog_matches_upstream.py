@@ -33,3 +33,9 @@ def test_default_q_encoders_are_upstreams(action_space, model_config):
     assert list(fork_state) == list(upstream_state) and fork_state
     for key, value in upstream_state.items():
         assert torch.equal(fork_state[key], value), key
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

@@ -77,3 +77,9 @@ def test_one_learner_gets_upstreams_gradients(algo, module_ids):
     assert any(name.endswith("weight") for name in fork)
     for name, grad in upstream.items():
         assert torch.equal(fork[name], grad), name
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

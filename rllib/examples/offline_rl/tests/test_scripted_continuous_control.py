@@ -95,3 +95,9 @@ def test_minari_datasets_hold_the_same_steps(tmp_path, monkeypatch):
     (recorded,) = record_episodes("pendulum", "expert", 200)
     np.testing.assert_allclose(episode.get_actions(), recorded.get_actions())
     np.testing.assert_allclose(episode.get_rewards(), recorded.get_rewards())
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

@@ -303,12 +303,6 @@ def test_episode_without_steps_or_from_the_middle_fails_clearly():
         trajectories_from_episodes([chunk])
 
 
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(pytest.main(["-v", __file__]))
-
-
 def _constant_reward_episodes(length, num_episodes=4):
     return [
         SingleAgentEpisode(
@@ -352,3 +346,9 @@ def test_fqe_horizon_decides_what_a_truncated_end_means(horizon, expected):
         num_bootstrap=0,
     )
     assert result.estimates["fqe"].value == pytest.approx(expected, abs=0.1)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))

@@ -126,3 +126,9 @@ def test_all_finite():
     grad = torch.tensor([1.5, -2.25, 3e38])
     assert all_finite([grad])
     assert torch.equal(grad, torch.tensor([1.5, -2.25, 3e38]))
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(pytest.main(["-v", __file__]))
