@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # The API reference imports the fork: it must be installed and active.
 # shellcheck source=ci/env.sh
 source ci/env.sh
-ci_activate_env "doc" "rllib, sphinx, pydata_sphinx_theme, myst_parser"
+ci_activate_env "$DOC_EXTRAS" "$DOC_MODULES"
 
 export RAY_USAGE_STATS_ENABLED=0 PYTHONWARNINGS=ignore::DeprecationWarning
 rm -rf doc/_build/doctrees

@@ -33,13 +33,19 @@ ci_activate_env() {
   fi
 }
 
-# The environment of the test suite and of the checks that run its tests.
+# What the docs need (ci/docs.sh).
+DOC_EXTRAS="doc"
+DOC_MODULES="rllib, sphinx, pydata_sphinx_theme, myst_parser"
+# What the test suite and the checks that run its tests need.
 # `minari,minari-create`: the Minari interop tests record datasets with Minari's
 # DataCollector (jax) and read both storage backends (h5py, pyarrow, Pillow);
 # `mujoco`: the continuous-control datasets' InvertedPendulum-v5.
+TEST_EXTRAS="test,bench,minari,minari-create,mujoco"
+TEST_MODULES="rllib, ray, torch, pytest, pytest_timeout, xdist, matplotlib, minari, h5py, PIL, jax, moto, mujoco, imageio"
+
+# The environment of the test suite and of the checks that run its tests.
 ci_activate_test_env() {
-  ci_activate_env "test,bench,minari,minari-create,mujoco" \
-    "rllib, ray, torch, pytest, pytest_timeout, xdist, matplotlib, minari, h5py, PIL, jax, moto, mujoco, imageio"
+  ci_activate_env "$TEST_EXTRAS" "$TEST_MODULES"
   export RAY_DEDUP_LOGS=0 RAY_USAGE_STATS_ENABLED=0 \
     PYTHONWARNINGS=ignore::DeprecationWarning
   # One torch/OpenMP thread per process: CI runs two test processes at once
