@@ -22,6 +22,7 @@ import os
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import gymnasium as gym
+import pyarrow as pa
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 from ray.rllib.core.columns import Columns
@@ -114,6 +115,30 @@ def list_episode_files(
     return fs, files
 
 
+def open_parquet(handle, path: str) -> pq.ParquetFile:
+    """Opens one episode file; a file that is not whole parquet names itself.
+
+    Args:
+        handle: The open input file.
+        path: Its path, for the error message.
+
+    Raises:
+        ValueError: If the file is not a readable parquet file (a writer
+            killed before its commit, a copy cut short): the message names
+            the file and the command that lists every such file.
+    """
+    try:
+        return pq.ParquetFile(handle)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise ValueError(
+            f"Episode file `{path}` is not a readable parquet file "
+            f"({type(error).__name__}: {str(error).rstrip('.')}). Move it out of "
+            "the dataset directory, or re-write it if it is a truncated episode "
+            "file; `python -m ray.rllib.offline.episodes validate DIR` lists "
+            "every such file."
+        ) from error
+
+
 @PublicAPI(stability="alpha")
 def read_file_metadata(
     path: str, *, filesystem: Optional[pa_fs.FileSystem] = None
@@ -123,12 +148,12 @@ def read_file_metadata(
     Files from RLlib 2.60's recorder or hand-rolled writers carry none.
 
     Raises:
-        ValueError: If the file was written in a newer format version, or its
-            metadata is not valid JSON.
+        ValueError: If the file is not a readable parquet file, was written in
+            a newer format version, or its metadata is not valid JSON.
     """
     fs, resolved = resolve_filesystem(path, filesystem)
     with fs.open_input_file(resolved) as handle:
-        schema = pq.read_schema(handle)
+        schema = open_parquet(handle, path).schema_arrow
     raw = (schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
         return None
@@ -368,7 +393,9 @@ def read_episodes(
             read_file_metadata(file, filesystem=fs)
         )
         with fs.open_input_file(file) as handle:
-            rows = iter_payloads(pq.ParquetFile(handle), file, batch_size=batch_size)
+            rows = iter_payloads(
+                open_parquet(handle, file), file, batch_size=batch_size
+            )
             for row, payload, episode_id in rows:
                 try:
                     episode = decode_episode(

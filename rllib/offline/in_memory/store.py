@@ -24,7 +24,6 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 import pyarrow.fs as pa_fs
-import pyarrow.parquet as pq
 import ray
 from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -34,6 +33,7 @@ from rllib.offline.episode_files.reader import (
     cannot_decode_error,
     describe_row,
     iter_payloads,
+    open_parquet,
 )
 from rllib.offline.in_memory.columns import EpisodeBlock, decode_module_columns
 
@@ -487,7 +487,10 @@ def decode_row_range(
     num_rows = 0
     with fs.open_input_file(resolved) as handle:
         rows = iter_payloads(
-            pq.ParquetFile(handle), path, batch_size=_READ_BATCH_ROWS, first_row=start
+            open_parquet(handle, path),
+            path,
+            batch_size=_READ_BATCH_ROWS,
+            first_row=start,
         )
         for row, payload, episode_id in rows:
             if row >= stop:
@@ -559,7 +562,7 @@ def split_into_row_ranges(
     for path in files:
         fs, resolved = _filesystem_for(path, filesystem)
         with fs.open_input_file(resolved) as handle:
-            metadata = pq.ParquetFile(handle).metadata
+            metadata = open_parquet(handle, path).metadata
         file_sizes[path] = (
             metadata.num_rows,
             sum(

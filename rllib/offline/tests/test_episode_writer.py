@@ -487,6 +487,16 @@ def test_error_no_item_column(tmp_path):
         list(reader.read_episodes(path))
 
 
+def test_error_truncated_file_names_it(tmp_path):
+    path = tmp_path / "cut.parquet"
+    pq.write_table(pa.table({"item": [b"x" * 100]}), str(path))
+    path.write_bytes(path.read_bytes()[:-20])
+    with pytest.raises(ValueError, match=r"`.*cut\.parquet` is not a readable parq"):
+        list(reader.read_episodes(str(path)))
+    with pytest.raises(ValueError, match=r"cut\.parquet.*episodes validate DIR"):
+        reader.read_file_metadata(str(path))
+
+
 if __name__ == "__main__":
     import sys
 

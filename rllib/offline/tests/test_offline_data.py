@@ -6,6 +6,8 @@ which `build_algo()` calls. Everything else uses the shared local cluster.
 """
 
 import logging
+import pathlib
+import shutil
 
 import gymnasium as gym
 import numpy as np
@@ -106,6 +108,21 @@ def test_files_recording_other_spaces_fail(tmp_path):
 def test_data_without_recorded_spaces_still_needs_spaces(hand_rolled_dir):
     with pytest.raises(ValueError, match="must be provided"):
         _config(hand_rolled_dir, env="CartPole-v1").validate()
+
+
+def test_a_truncated_file_fails_naming_it_and_the_fix(writer_dir, tmp_path):
+    # A writer killed mid-file or a copy cut short: pyarrow alone says "Parquet
+    # magic bytes not found in footer" and names no file.
+    for source in sorted(pathlib.Path(writer_dir).glob("*.parquet")):
+        shutil.copy(source, tmp_path / source.name)
+    broken = sorted(tmp_path.glob("*.parquet"))[1]
+    broken.write_bytes(broken.read_bytes()[:100])
+    config = _config(str(tmp_path), env="CartPole-v1")
+    with pytest.raises(ValueError) as raised:
+        config.build_algo()
+    message = str(raised.value)
+    assert f"Episode file `{broken}` is not a readable parquet file" in message
+    assert "python -m ray.rllib.offline.episodes validate DIR" in message
 
 
 # -- Training ------------------------------------------------------------------

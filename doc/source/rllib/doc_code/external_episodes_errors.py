@@ -9,6 +9,7 @@ Prints one block per case: a line `=== <case>` followed by
 `<ExceptionType>: <message>`.
 """
 
+import glob
 import json
 import logging
 import os
@@ -125,6 +126,15 @@ case("no-item-column", lambda: list(read_episodes(path("tabular"))))
 os.makedirs(path("corrupt"))
 pq.write_table(pa.table({"item": [b"not msgpack"]}), path("corrupt/c.parquet"))
 case("cannot-decode", lambda: list(read_episodes(path("corrupt"))))
+
+# A file cut short (a writer killed before its commit, an interrupted copy).
+write_episodes([episode()], path("truncated"), observation_space=OBS_SPACE)
+(cut,) = glob.glob(path("truncated/*.parquet"))
+with open(cut, "rb") as f:
+    head = f.read(100)
+with open(cut, "wb") as f:
+    f.write(head)
+case("truncated-file", lambda: list(read_episodes(path("truncated"))))
 
 write_episodes([episode()], path("mixed"), observation_space=OBS_SPACE)
 write_episodes(
