@@ -41,6 +41,7 @@ FILES: Dict[str, str] = {
     "rllib/_fork/tests/test_differential.py": MEDIUM,
     "rllib/_fork/tests/test_fingerprints.py": MEDIUM,
     "rllib/_fork/tests/test_flatten_dict_matches_upstream.py": SMALL,
+    "rllib/_fork/tests/test_import_without_torch.py": MEDIUM,
     "rllib/_fork/tests/test_layout.py": SMALL,
     "rllib/_fork/tests/test_overlay.py": MEDIUM,
     "rllib/_fork/tests/test_replaced_classes.py": SMALL,

@@ -17,13 +17,15 @@ two things must hold, and upstream's loops miss both:
 
 from typing import Dict, Hashable
 
-import torch
+from ray.rllib.utils.framework import try_import_torch
 from ray.rllib.utils.metrics import ALL_MODULES
+
+torch, _ = try_import_torch()
 
 
 def gradients_per_optimizer(
     learner, loss_per_module: Dict, *, copy: bool
-) -> Dict[Hashable, torch.Tensor]:
+) -> Dict[Hashable, "torch.Tensor"]:
     """Each optimizer's gradients from its own loss, modules in sorted order.
 
     Args:

@@ -22,11 +22,11 @@ connector's).
 from typing import Any, Dict, Optional
 
 import numpy as np
-import torch
 import tree
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.utils.framework import try_import_torch
 from ray.util.annotations import DeveloperAPI
 
 from rllib.utils.postprocessing.bootstrapped_returns import (
@@ -36,6 +36,9 @@ from rllib.utils.postprocessing.bootstrapped_returns import (
     RETURNS_TO_BOOTSTRAP,
 )
 
+# Imported with `ray.rllib.core.learner.learner`: RLlib imports without torch.
+torch, _ = try_import_torch()
+
 
 def unwrap(module):
     """The module itself, not its DDP wrapper (``num_learners >= 2`` wraps it)."""
@@ -43,14 +46,16 @@ def unwrap(module):
     return unwrapped() if callable(unwrapped) else module
 
 
-def module_device(module) -> torch.device:
+def module_device(module) -> "torch.device":
     """The device of the module's parameters (CPU for a parameterless module)."""
     for param in module.parameters():
         return param.device
     return torch.device("cpu")
 
 
-def standardize(x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+def standardize(
+    x: "torch.Tensor", valid: Optional["torch.Tensor"] = None
+) -> "torch.Tensor":
     """``(x - mean) / max(std, 1e-4)`` with statistics over ``valid`` rows only.
 
     Invalid rows are standardized with the same statistics (their loss is

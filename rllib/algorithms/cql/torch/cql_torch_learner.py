@@ -25,7 +25,6 @@ updates with two Learners and one module, in both modes).
 
 from typing import Dict
 
-import torch
 from ray.rllib.algorithms.cql.cql import CQLConfig
 from ray.rllib.algorithms.sac.sac_learner import (
     LOGPS_KEY,
@@ -40,6 +39,7 @@ from ray.rllib.algorithms.sac.sac_learner import (
 )
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
+from ray.rllib.utils.framework import try_import_torch
 from ray.rllib.utils.metrics import ALL_MODULES
 from ray.rllib.utils.typing import ModuleID, TensorType
 from ray.tune.result import TRAINING_ITERATION
@@ -49,8 +49,10 @@ from rllib.core.learner.optimizer_gradients import (
     gradients_per_optimizer,
 )
 
+torch, _ = try_import_torch()
 
-def random_action_log_density(action_space, device) -> torch.Tensor:
+
+def random_action_log_density(action_space, device) -> "torch.Tensor":
     """Log-density of the uniform distribution on a Box action space."""
     widths = torch.as_tensor(
         action_space.high - action_space.low, dtype=torch.float32, device=device

@@ -21,10 +21,11 @@ RLlib 2.60) starts them fresh and logs that.
 import logging
 from typing import Any, Dict
 
-import torch
-import torch.distributed as dist
 from ray.rllib.core.columns import Columns
 from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.utils.framework import try_import_torch
+
+torch, _ = try_import_torch()
 
 logger = logging.getLogger("ray." + __name__)
 
@@ -57,7 +58,7 @@ def marwil_module_ids(learner):
     )
 
 
-def value_target_scales(learner) -> Dict[str, torch.Tensor]:
+def value_target_scales(learner) -> Dict[str, "torch.Tensor"]:
     """Module id -> the moving average of squared value targets.
 
     Kept as `learner._value_target_scales`, created on first use."""
@@ -99,6 +100,7 @@ def update(learner, batch) -> None:
                 torch.tensor(float(targets.numel()), device=targets.device),
             ]
         ).to(sums.device)
+    dist = torch.distributed
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(sums)
     norms = learner.moving_avg_sqd_adv_norms_per_module

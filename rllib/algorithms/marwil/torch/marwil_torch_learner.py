@@ -33,7 +33,6 @@ below 0.1 every weight is 1 (plain BC).
 
 from typing import Any, Dict, Optional
 
-import torch
 from ray.rllib.algorithms.marwil.marwil import MARWILConfig
 from ray.rllib.algorithms.marwil.marwil_learner import (
     LEARNER_RESULTS_MOVING_AVG_SQD_ADV_NORM_KEY,
@@ -43,11 +42,14 @@ from ray.rllib.core import COMPONENT_OPTIMIZER
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY, VF_LOSS_KEY
 from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.utils.framework import try_import_torch
 from ray.rllib.utils.torch_utils import explained_variance
 from ray.rllib.utils.typing import TensorType
 
 from rllib.algorithms.marwil.torch import advantage_statistics
 from rllib.core.learner.value_targets import add_value_targets, has_value_target_inputs
+
+torch, _ = try_import_torch()
 
 #: The metric that reports the value loss's divisor (see `compute_loss_for_module`).
 VALUE_TARGET_SCALE_KEY = "value_target_scale"
@@ -122,7 +124,7 @@ def compute_loss_for_module(
     return total_loss
 
 
-def _current_norm(learner, module_id, config, like: torch.Tensor) -> torch.Tensor:
+def _current_norm(learner, module_id, config, like: "torch.Tensor") -> "torch.Tensor":
     """The normalizer's value; its configured start where none is kept.
 
     Offline evaluation runners borrow this loss but keep no normalizer.
@@ -135,7 +137,7 @@ def _current_norm(learner, module_id, config, like: torch.Tensor) -> torch.Tenso
     return torch.as_tensor(norm, dtype=like.dtype, device=like.device)
 
 
-def _value_target_scale(learner, module_id, targets) -> torch.Tensor:
+def _value_target_scale(learner, module_id, targets) -> "torch.Tensor":
     """The value loss's divisor: the kept scale (never below 1e-8), else 1.
 
     Before the first update, and in offline evaluation runners (which borrow
