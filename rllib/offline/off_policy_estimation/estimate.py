@@ -148,6 +148,7 @@ def estimate_policy_value(
     num_bootstrap: int = 200,
     confidence: float = 0.95,
     seed: int = 0,
+    on_fqe_update: Optional[Callable[[], None]] = None,
 ) -> PolicyValueEstimate:
     """Estimates `policy`'s discounted return from recorded trajectories.
 
@@ -166,6 +167,7 @@ def estimate_policy_value(
         num_bootstrap: Bootstrap resamples for the intervals (0: none).
         confidence: The intervals' coverage.
         seed: Seeds the bootstrap and the fitted models.
+        on_fqe_update: Called after every FQE update (a progress bar).
 
     Raises:
         ValueError: On an unknown estimator, missing recorded propensities
@@ -222,7 +224,7 @@ def estimate_policy_value(
     if any(name in _NEEDS_Q for name in wanted):
         config = fqe_config or FQEConfig(seed=seed)
         fqe = FittedQEvaluation(policy, gamma, observation_space, config)
-        fqe.fit(trajectories)
+        fqe.fit(trajectories, on_update=on_fqe_update)
         initial_values = fqe.initial_state_values(trajectories)
         if "dr" in wanted:
             q_logged = np.zeros_like(rewards)

@@ -16,7 +16,7 @@ earns rewards outside the recorded range is then underestimated).
 """
 
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -193,8 +193,18 @@ class FittedQEvaluation:
             return (network(next_obs) * data.next_probs[index]).sum(1)
         return _mean_over_draws(network, next_obs, data.next_actions[index])
 
-    def fit(self, trajectories: Trajectories) -> "FittedQEvaluation":
-        """Trains the Q-network; returns self."""
+    def fit(
+        self,
+        trajectories: Trajectories,
+        *,
+        on_update: Optional[Callable[[], None]] = None,
+    ) -> "FittedQEvaluation":
+        """Trains the Q-network; returns self.
+
+        Args:
+            trajectories: The recorded data.
+            on_update: Called after every gradient update (a progress bar).
+        """
         config = self.config
         device = torch.device(config.device)
         torch.manual_seed(config.seed)
@@ -244,6 +254,8 @@ class FittedQEvaluation:
             if (update + 1) % config.target_update_interval == 0:
                 target.load_state_dict(self._q.state_dict())
                 self.losses.append(loss.item())
+            if on_update is not None:
+                on_update()
         return self
 
     def _features(self, observations: Any, steps=None) -> "torch.Tensor":

@@ -133,6 +133,38 @@ def test_relative_paths_score_as_absolute_ones(tmp_path, episodes, capsys, monke
     assert home["estimates"] == absolute["estimates"]
 
 
+def test_fqe_progress_and_one_torch_thread(tmp_path, episodes, capsys, monkeypatch):
+    from rllib.offline.tools import ope_command
+
+    write_episodes([ep.to_numpy() for ep in episodes], str(tmp_path / "data"))
+    _checkpoint(tmp_path / "ckpt", 0)
+    threads_before = torch.get_num_threads()
+    threads_during = []
+    real = ope_command.evaluate_module
+
+    def recording(*args, **kwargs):
+        threads_during.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ope_command, "evaluate_module", recording)
+    code = cli.main(
+        ["ope", "--data", str(tmp_path / "data"), "--checkpoint"]
+        + [str(tmp_path / "ckpt"), "--estimators", "fqe", "--fqe-updates", "40"]
+        + ["--bootstrap", "0", "--progress"]
+    )
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "FQE ckpt: 40 updates [" in err
+    assert threads_during == [1]
+    assert torch.get_num_threads() == threads_before
+    code = cli.main(
+        ["ope", "--data", str(tmp_path / "data"), "--checkpoint"]
+        + [str(tmp_path / "ckpt"), "--estimators", "wis", "--torch-threads", "2"]
+    )
+    assert code == 0 and threads_during == [1, 2]
+    assert "FQE" not in capsys.readouterr().err
+
+
 def test_float64_observations_reach_a_float32_module(tmp_path):
     # Column files often hold float64 observations; the module is float32.
     from rllib.offline.off_policy_estimation import RLModuleTargetPolicy

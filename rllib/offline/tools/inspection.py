@@ -269,12 +269,14 @@ def open_episode_files(
     return [_open_one(file, fs) for file in files]
 
 
-def progress_bar(total: Optional[int], desc: str, enabled: bool) -> tqdm:
-    """A tqdm bar over episodes on stderr (a no-op when not `enabled`)."""
+def progress_bar(
+    total: Optional[int], desc: str, enabled: bool, unit: str = " episodes"
+) -> tqdm:
+    """A tqdm bar on stderr, over episodes by default (a no-op when not `enabled`)."""
     return tqdm(
         total=total,
         desc=desc,
-        unit=" episodes",
+        unit=unit,
         file=sys.stderr,
         disable=not enabled,
         dynamic_ncols=True,

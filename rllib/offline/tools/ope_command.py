@@ -11,12 +11,18 @@ table row per checkpoint and module, best first by the ranking estimator
 import argparse
 import json
 import os
+import sys
 from typing import Any, Dict, List
+
+from ray.rllib.utils.framework import try_import_torch
+from tqdm import tqdm
 
 from rllib.offline.episode_files.reader import read_episodes
 from rllib.offline.off_policy_estimation import ALL_ESTIMATORS, FQEConfig
 from rllib.offline.off_policy_estimation.estimate import evaluate_module
 from rllib.offline.tools.inspection import progress_bar
+
+torch, _ = try_import_torch()
 
 OPE_HELP = """\
 Estimates each checkpoint's discounted return from recorded episodes alone
@@ -88,6 +94,13 @@ def add_ope_command(commands, formatter_class, add_progress) -> None:
     ope.add_argument(
         "--bootstrap", type=int, default=200, help="bootstrap resamples (200)"
     )
+    ope.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch threads for the estimates (1: several estimating processes "
+        "on one machine then share its cores instead of each taking all of them)",
+    )
     ope.add_argument("--deterministic", action="store_true")
     ope.add_argument("--seed", type=int, default=0)
     ope.add_argument("--json", action="store_true", help="print JSON, not a table")
@@ -123,21 +136,35 @@ def score_checkpoints(args: argparse.Namespace, progress: bool) -> List[Dict]:
     """One row per checkpoint and module, best first by the ranking estimator."""
     episodes = [ep for path in args.data for ep in read_episodes(path)]
     rows = []
-    with progress_bar(len(args.checkpoint), "ope", progress) as bar:
+    fits_q = any(name in ("fqe", "dr") for name in args.estimators)
+    with progress_bar(
+        len(args.checkpoint), "ope", progress, unit=" checkpoints"
+    ) as bar:
         for checkpoint in args.checkpoint:
             module = load_modules(checkpoint)
-            results = evaluate_module(
-                module,
-                episodes,
-                gamma=args.gamma,
-                estimators=args.estimators,
-                deterministic=args.deterministic,
-                fqe_config=FQEConfig(
-                    num_updates=args.fqe_updates, horizon=args.horizon, seed=args.seed
-                ),
-                num_bootstrap=args.bootstrap,
-                seed=args.seed,
-            )
+            # FQE's updates (all modules of the checkpoint), left on screen
+            # with their rate.
+            with tqdm(
+                desc=f"FQE {os.path.basename(os.path.normpath(checkpoint))}",
+                unit=" updates",
+                file=sys.stderr,
+                disable=not (progress and fits_q),
+            ) as updates:
+                results = evaluate_module(
+                    module,
+                    episodes,
+                    gamma=args.gamma,
+                    estimators=args.estimators,
+                    deterministic=args.deterministic,
+                    fqe_config=FQEConfig(
+                        num_updates=args.fqe_updates,
+                        horizon=args.horizon,
+                        seed=args.seed,
+                    ),
+                    num_bootstrap=args.bootstrap,
+                    seed=args.seed,
+                    on_fqe_update=updates.update,
+                )
             for module_id, result in results.items():
                 rows.append(
                     {"checkpoint": checkpoint, "module": module_id, **result.to_dict()}
@@ -204,7 +231,16 @@ def print_table(rows: List[Dict], estimators: List[str]) -> None:
 
 
 def run_ope(args: argparse.Namespace, progress: bool) -> int:
-    rows = score_checkpoints(args, progress)
+    if args.torch_threads < 1:
+        raise ValueError(
+            f"`--torch-threads` must be 1 or more, got {args.torch_threads}."
+        )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.torch_threads)
+    try:
+        rows = score_checkpoints(args, progress)
+    finally:
+        torch.set_num_threads(threads)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:

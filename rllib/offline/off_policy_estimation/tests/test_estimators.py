@@ -265,6 +265,22 @@ def test_deterministic_continuous_policy_gets_fqe_only():
     assert result.estimates["fqe"].value == pytest.approx(1 + states.mean(), abs=0.01)
 
 
+def test_fqe_reports_every_update_and_the_report_changes_nothing():
+    updates = []
+    seen = _estimate(
+        tiny_mdp.tiny_mdp_episodes(),
+        estimators=["fqe", "dr"],
+        num_bootstrap=0,
+        on_fqe_update=lambda: updates.append(len(updates)),
+    )
+    assert len(updates) == TABULAR_FQE.num_updates
+    plain = _estimate(
+        tiny_mdp.tiny_mdp_episodes(), estimators=["fqe", "dr"], num_bootstrap=0
+    )
+    for name in ("fqe", "dr"):
+        assert seen.estimates[name].value == plain.estimates[name].value
+
+
 def test_actions_outside_the_policy_space_fail_clearly():
     policy = tiny_mdp.TabularPolicy(probs=[[1.0]] * 2)  # Discrete(1)
     with pytest.raises(ValueError, match="do not fit the policy's action space"):
