@@ -578,6 +578,24 @@ SERIES: List[Topic] = [
             "rllib/offline/tests/test_ope_command.py",
             "rllib/examples/offline_rl/tests/test_choose_checkpoint_by_ope.py",
         ],
+        # In ray the command has one name; the fork names it by whether the
+        # overlay is on.
+        substitutions={
+            "rllib/offline/tools/cli.py": (
+                ("import rllib\n", ""),
+                (
+                    "#: How to call this command: under ray's name where the fork is "
+                    "active; with\n"
+                    "#: the overlay off (`RLLIB_FORK_DISABLE=1`, another ray version) "
+                    "only the\n"
+                    "#: fork's own package has the module.\n"
+                    'PROG = "python -m " + ("ray." if rllib.is_active() else "") + '
+                    '"rllib.offline.episodes"\n',
+                    "#: How to call this command.\n"
+                    'PROG = "python -m ray.rllib.offline.episodes"\n',
+                ),
+            ),
+        },
         size_reason=(
             "A new, self-contained tool: inspection, conversion and the command\n"
             "line front end are used only together; no upstream file changes."
