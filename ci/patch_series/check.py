@@ -141,8 +141,6 @@ def patched_env(site: pathlib.Path) -> Dict[str, str]:
 
 
 def run_tests(cwd: pathlib.Path, tests: List[str], xml: pathlib.Path, env: Dict):
-    # Test files spread over pytest-xdist workers as `ci/test.sh` spreads them.
-    workers = os.environ.get("RLLIB_TEST_WORKERS", "2")
     command = [
         sys.executable,
         "-m",
@@ -150,10 +148,6 @@ def run_tests(cwd: pathlib.Path, tests: List[str], xml: pathlib.Path, env: Dict)
         "-q",
         "-p",
         "no:cacheprovider",
-        "-n",
-        workers,
-        "--dist",
-        "loadfile",
         f"--junitxml={xml}",
         *tests,
     ]
