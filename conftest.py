@@ -45,23 +45,23 @@ def size_of(nodeid: str) -> str:
 
 def pytest_collection_modifyitems(config, items):
     keep = TIERS[config.getoption("--tier")]
-    selected, deselected = [], []
-    for item in items:
-        size = size_of(item.nodeid)
-        item.add_marker(size)
-        (selected if size in keep else deselected).append(item)
-    if deselected:
-        config.hook.pytest_deselected(items=deselected)
     # Files with larger tests first, so that parallel workers end together on
     # the small ones. A stable sort by file: tests keep their order, and a
     # file's module fixtures are set up once.
     rank = {size: rank for rank, size in enumerate(TIERS["all"][::-1])}
     file_rank = {}
-    for item in selected:
+    selected, deselected = [], []
+    for item in items:
+        size = size_of(item.nodeid)
+        item.add_marker(size)
+        if size not in keep:
+            deselected.append(item)
+            continue
+        selected.append(item)
         path = item.nodeid.split("::", 1)[0]
-        file_rank[path] = min(
-            file_rank.get(path, len(rank)), rank[size_of(item.nodeid)]
-        )
+        file_rank[path] = min(file_rank.get(path, len(rank)), rank[size])
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
     selected.sort(key=lambda item: file_rank[item.nodeid.split("::", 1)[0]])
     items[:] = selected
 
