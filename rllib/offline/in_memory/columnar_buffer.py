@@ -40,7 +40,6 @@ from collections import deque
 from typing import Any, Deque, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import scipy.signal
 import tree
 
 from rllib.offline.in_memory.columns import EpisodeBlock, EpisodeColumns
@@ -394,6 +393,8 @@ _LFILTER_DTYPES = {}
 def _lfilter_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype `scipy.signal.lfilter` returns for rewards of `dtype`."""
     if dtype not in _LFILTER_DTYPES:
-        probe = scipy.signal.lfilter([1], [1, -0.5], np.zeros(1, dtype=dtype))
+        from scipy.signal import lfilter  # Slow to import: only when needed.
+
+        probe = lfilter([1], [1, -0.5], np.zeros(1, dtype=dtype))
         _LFILTER_DTYPES[dtype] = probe.dtype
     return _LFILTER_DTYPES[dtype]

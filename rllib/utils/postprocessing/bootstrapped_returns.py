@@ -21,7 +21,6 @@ used, and one bootstrap at the last observation of a truncated one.
 from typing import Optional, Tuple
 
 import numpy as np
-import scipy.signal
 
 #: Discounted sum of the recorded rewards from the row's step up to (not
 #: including) its bootstrap step.
@@ -53,6 +52,10 @@ def returns_to_go(rewards: np.ndarray, lengths: np.ndarray, gamma: float) -> np.
         from the final observation), so an episode's entries start at
         ``step_start + episode_index``, as its observations do.
     """
+    # Imported here: scipy.signal takes about 0.6 s to import, and every
+    # Learner process imports this module.
+    from scipy.signal import lfilter
+
     out = np.zeros(len(rewards) + len(lengths), dtype=np.float64)
     start = 0
     for index, length in enumerate(lengths.tolist()):
@@ -60,7 +63,7 @@ def returns_to_go(rewards: np.ndarray, lengths: np.ndarray, gamma: float) -> np.
             reversed_rewards = np.asarray(
                 rewards[start : start + length], dtype=np.float64
             )[::-1]
-            discounted = scipy.signal.lfilter([1.0], [1.0, -gamma], reversed_rewards)
+            discounted = lfilter([1.0], [1.0, -gamma], reversed_rewards)
             out[start + index : start + index + length] = discounted[::-1]
         start += length
     return out
