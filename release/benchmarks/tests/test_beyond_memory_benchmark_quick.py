@@ -19,7 +19,8 @@ def test_quick_mode_runs_both_sides_in_and_beyond_memory(tmp_path):
     report_path = tmp_path / "beyond_memory.json"
     command = [
         sys.executable, SCRIPT, "--episodes", "60", "--factors", "0.5", "8",
-        "--batch-size", "256", "--passes", "1", "--json", str(report_path),
+        "--batch-size", "256", "--passes", "1", "--iterations", "1",
+        "--json", str(report_path),
     ]  # fmt: skip
     out = subprocess.run(command, capture_output=True, text=True, timeout=880)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]

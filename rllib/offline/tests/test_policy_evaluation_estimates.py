@@ -136,8 +136,8 @@ def test_fqe_and_doubly_robust_per_module_of_a_multi_agent_run(ray_cluster, tmp_
     config.learners(
         learner_config_dict={
             "off_policy_estimation": {
-                "fqe": {"num_updates": 2000, "horizon": 500},
-                "num_bootstrap": 50,
+                "fqe": {"num_updates": 300, "horizon": 500},
+                "num_bootstrap": 20,
             }
         }
     )
