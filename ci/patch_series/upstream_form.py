@@ -133,7 +133,9 @@ def _originals(tree: ast.Module) -> Dict[str, str]:
             target = node.targets[0]
             text = ast.unparse(node.value)
             if isinstance(target, ast.Name) and text.startswith("_upstream."):
-                found[target.id] = text[len("_upstream.") :]
+                # A classmethod's original is its function (`.__func__`).
+                dotted = text[len("_upstream.") :]
+                found[target.id] = dotted.removesuffix(".__func__")
     return found
 
 
@@ -329,6 +331,13 @@ def _replacement(upstream_tree, lines, fork_lines, fork_node, dotted, originals)
                 return _subclass(lines, fork_lines, target, fork_node)
             _MERGED.add(target.name)
             return _start(target), target.end_lineno, merged
+        aliases = [alias for alias, original in originals.items() if original == dotted]
+        if aliases and isinstance(fork_node, ast.FunctionDef):
+            inlined = _inline_delegation(
+                lines, fork_lines, target, fork_node, aliases[0]
+            )
+            if inlined is not None:  # Upstream's decorators stay as they are.
+                return target.lineno, target.end_lineno, inlined
         text = _renamed(_source(fork_lines, fork_node), fork_node.name, parts[0])
         return _start(target), target.end_lineno, text
     owner = _find(upstream_tree.body, parts[0], dotted)
@@ -406,15 +415,18 @@ def _inline_delegation(lines, fork_lines, target, fork, alias) -> Optional[str]:
         return None
     indent = " " * target.col_offset
     inner = indent + "    "
-    header_end = upstream_body[0].lineno - 1
+    # The fork's lines go after upstream's docstring, so that the comments
+    # above upstream's first statement stay with it.
+    if upstream_body is target.body:
+        header_end = upstream_body[0].lineno - 1
+    else:
+        header_end = target.body[0].end_lineno
     out = _reindented(lines, target.lineno, header_end, indent)
     if upstream_body is target.body and body is not fork.body:
         doc = fork.body[0]
         out += _reindented(fork_lines, doc.lineno, doc.end_lineno, inner)
     first = body[0]
-    upstream_text = _reindented(
-        lines, upstream_body[0].lineno, target.end_lineno, inner
-    )
+    upstream_text = _reindented(lines, header_end + 1, target.end_lineno, inner)
     if (
         isinstance(first, ast.If)
         and not first.orelse

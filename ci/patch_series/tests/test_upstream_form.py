@@ -142,6 +142,61 @@ def test_the_upstream_original_called_mid_method_stays_a_private_default():
     assert thing.get("k") == "k!" and thing._get_default("d") == "d"
 
 
+def test_new_lines_before_a_function_or_classmethod_original_go_into_its_body():
+    upstream = textwrap.dedent(
+        '''\
+        from ray.util.annotations import PublicAPI
+
+
+        class Thing:
+            @classmethod
+            def load(cls, path):
+                """Upstream's docstring."""
+                # Upstream's comment on its first statement.
+                return cls, path
+
+
+        @PublicAPI
+        def info(path):
+            """Upstream's docstring."""
+            return path
+        '''
+    )
+    fork_module = textwrap.dedent(
+        """\
+        from ray.rllib.offline import thing as _upstream
+
+        _upstream_load = _upstream.Thing.load.__func__
+        _upstream_info = _upstream.info
+
+
+        def load(cls, path):
+            path = path.strip()
+            return _upstream_load(cls, path)
+
+
+        def info(path):
+            path = path.strip()
+            return _upstream_info(path)
+
+
+        REPLACES = {"Thing.load": classmethod(load), "info": info}
+        """
+    )
+    text = upstream_form.splice(upstream, fork_module, (), "rllib/thing.py")
+    assert "_upstream" not in text
+    assert text.count("path = path.strip()") == 2
+    # After the docstring, before the comment that belongs to upstream's line.
+    assert (
+        '"""Upstream\'s docstring."""\n        path = path.strip()\n'
+        "        # Upstream's comment" in text
+    )
+    assert "@PublicAPI\ndef info(path):" in text
+    namespace = _run(text)
+    assert namespace["Thing"].load(" p ") == (namespace["Thing"], "p")
+    assert namespace["info"](" p ") == "p"
+
+
 def _run(text):
     namespace = {}
     exec(
