@@ -103,6 +103,7 @@ FILES: Dict[str, str] = {
     "rllib/offline/tests/test_without_ray_init.py": LARGE,
     "rllib/utils/postprocessing/tests/test_bootstrapped_returns.py": SMALL,
     "rllib/utils/postprocessing/tests/test_value_predictions.py": SMALL,
+    "rllib/utils/tests/test_checkpoint_local_paths.py": MEDIUM,
     "rllib/utils/tests/test_flatten_dict.py": SMALL,
     "rllib/utils/tests/test_torch_utils_matches_upstream.py": SMALL,
 }

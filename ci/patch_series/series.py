@@ -137,6 +137,23 @@ SERIES: List[Topic] = [
         files=["rllib/algorithms/algorithm.py"],
     ),
     Topic(
+        slug="checkpoint-local-paths",
+        subject="[RLlib] Checkpointable: save and load at relative and ~ paths",
+        description=(
+            "Without a `filesystem`, `save_to_path`, `restore_from_path`,\n"
+            "`from_checkpoint` and `get_checkpoint_info` pass the path to\n"
+            "`pyarrow.fs.FileSystem.from_uri`, which rejects relative paths:\n"
+            "`algo.save_to_path('ckpt')` and `RLModule.from_checkpoint('./ckpt')`\n"
+            "fail with `ArrowInvalid: URI has empty scheme`. A path without a\n"
+            "scheme is now local: `~` is expanded and a relative path is taken\n"
+            "from the current directory.\n\n"
+            "Behaviour change: none for URIs, absolute paths, or calls that pass a\n"
+            "`filesystem`."
+        ),
+        files=["rllib/utils/checkpoints.py"],
+        tests=["rllib/utils/tests/test_checkpoint_local_paths.py"],
+    ),
+    Topic(
         slug="episode-payload",
         subject="[RLlib] Episode files: one episode per row, spaces in the metadata",
         description=(

@@ -31,6 +31,7 @@ FINGERPRINTS = {
             "ray.rllib.offline.offline_policy_evaluation_runner": "af77bb539949ba68568619cc75086c7e7f17ee26b52b75599e561a3864af5cea",
             "ray.rllib.offline.offline_prelearner": "e729e4cb3abcc81f02438fb424645c8a108f6fcd3157475a68fa34acb64191fd",
             "ray.rllib.utils": "0ce3647dd1a74b81015d9ac442ac03d6f7d49e7c0b5fbd9271f7b47da9b8e88d",
+            "ray.rllib.utils.checkpoints": "18d0bfc4df24559fab7500b7e9898c326fe96e84f70e31d4251f13e2a669d30b",
             "ray.rllib.utils.postprocessing.value_predictions": "3dceef14f2698e7ce3b647d240f785f6b3d05b015e79edbd778e6a5aa8c6f941",
             "ray.rllib.utils.torch_utils": "2e10a4efbc06f1f1ae241caee750befbaf6b61c0c7f2a0490da3ff097f9c64eb",
         },
@@ -102,6 +103,12 @@ FINGERPRINTS = {
             "ray.rllib.utils": {
                 "flatten_dict": "792e2414825ff574",
                 "unflatten_dict": "6f08173d98b00240",
+            },
+            "ray.rllib.utils.checkpoints": {
+                "Checkpointable.from_checkpoint": "bd2782cceb045197",
+                "Checkpointable.restore_from_path": "319168ea1b5f3c39",
+                "Checkpointable.save_to_path": "b4243a88610f9d6a",
+                "get_checkpoint_info": "628acef78bde14d1",
             },
             "ray.rllib.utils.postprocessing.value_predictions": {
                 "compute_value_targets": "1264c669f237fe35",

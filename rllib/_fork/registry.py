@@ -32,6 +32,7 @@ REPLACING_MODULES = (
     "rllib.algorithms.sac.sac_catalog",
     "rllib.utils.torch_utils",
     "rllib.core.learner.torch.torch_learner",
+    "rllib.utils.checkpoints",
 )
 
 #: Fork packages that are new upstream: each, and every module below it, is
