@@ -69,7 +69,7 @@ FILES: Dict[str, str] = {
     "rllib/core/learner/tests/test_structured_observations.py": MEDIUM,
     "rllib/core/learner/tests/test_value_targets.py": SMALL,
     "rllib/core/learner/torch/tests/test_apply_gradients_matches_upstream.py": SMALL,
-    "rllib/env/utils/tests/test_infinite_lookback_buffer.py": SMALL,
+    "rllib/env/utils/tests/test_lookback_buffer_from_state.py": SMALL,
     "rllib/examples/offline_rl/tests/test_choose_checkpoint_by_ope.py": MEDIUM,
     "rllib/examples/offline_rl/tests/test_scripted_continuous_control.py": SMALL,
     "rllib/examples/offline_rl/tests/test_train_multi_agent_offline.py": MEDIUM,
@@ -90,10 +90,10 @@ FILES: Dict[str, str] = {
     "rllib/offline/tests/test_multi_agent_episodes.py": SMALL,
     "rllib/offline/tests/test_multi_agent_training.py": MEDIUM,
     "rllib/offline/tests/test_multi_node.py": LARGE,
-    "rllib/offline/tests/test_offline_data.py": MEDIUM,
-    "rllib/offline/tests/test_offline_env_runner.py": MEDIUM,
+    "rllib/offline/tests/test_offline_data_from_episodes.py": MEDIUM,
+    "rllib/offline/tests/test_episode_recorder.py": MEDIUM,
     "rllib/offline/tests/test_offline_multi_agent_env_runner.py": MEDIUM,
-    "rllib/offline/tests/test_offline_prelearner.py": SMALL,
+    "rllib/offline/tests/test_prelearner_decodes_episodes.py": SMALL,
     "rllib/offline/tests/test_ope_command.py": MEDIUM,
     "rllib/offline/tests/test_policy_evaluation_estimates.py": MEDIUM,
     "rllib/offline/tests/test_prelearner_columnar_path.py": SMALL,
@@ -102,7 +102,7 @@ FILES: Dict[str, str] = {
     "rllib/offline/tests/test_train_streaming.py": MEDIUM,
     "rllib/offline/tests/test_without_ray_init.py": LARGE,
     "rllib/utils/postprocessing/tests/test_bootstrapped_returns.py": SMALL,
-    "rllib/utils/postprocessing/tests/test_value_predictions.py": SMALL,
+    "rllib/utils/postprocessing/tests/test_gae_matches_step_loop.py": SMALL,
     "rllib/utils/tests/test_checkpoint_local_paths.py": MEDIUM,
     "rllib/utils/tests/test_flatten_dict.py": SMALL,
     "rllib/utils/tests/test_torch_utils_matches_upstream.py": SMALL,
@@ -120,7 +120,7 @@ TESTS: Dict[str, str] = {
     "test_replaced_module_imports_first_in_a_fresh_process"
     "[ray.rllib.offline.offline_evaluation_runner]": MEDIUM,
     # Streaming CQL/IQL from hand-rolled payloads: the fast tier streams BC
-    # and MARWIL from them (test_train_streaming, test_offline_data) and
+    # and MARWIL from them (test_train_streaming, test_offline_data_from_episodes) and
     # trains CQL/IQL in memory.
     "rllib/algorithms/cql/tests/test_cql_iql_from_episodes.py::"
     "test_trains_streaming_from_hand_rolled_payloads": LARGE,
@@ -167,7 +167,7 @@ TESTS: Dict[str, str] = {
     "test_two_learners_do_not_stream_multi_agent_data": LARGE,
     # A memory budget of 0 against the in-memory rows: the fast tier streams
     # over the budget (test_over_the_memory_budget_rows_carry_...).
-    "rllib/offline/tests/test_offline_data.py::"
+    "rllib/offline/tests/test_offline_data_from_episodes.py::"
     "test_a_budget_of_0_streams_with_the_same_rows": LARGE,
     # FQE and DR per module of a multi-agent run; per-step IS (pdis) beside IS.
     "rllib/offline/tests/test_policy_evaluation_estimates.py::"

@@ -65,7 +65,7 @@ SERIES: List[Topic] = [
             "Behaviour change: none for Box/Discrete/Dict spaces."
         ),
         files=["rllib/env/utils/infinite_lookback_buffer.py"],
-        tests=["rllib/env/utils/tests/test_infinite_lookback_buffer.py"],
+        tests=["rllib/env/utils/tests/test_lookback_buffer_from_state.py"],
     ),
     Topic(
         slug="nested-flatten-dict",
@@ -121,7 +121,7 @@ SERIES: List[Topic] = [
         files=["rllib/utils/postprocessing/value_predictions.py"],
         tests=[
             "rllib/utils/postprocessing/tests/__init__.py",
-            "rllib/utils/postprocessing/tests/test_value_predictions.py",
+            "rllib/utils/postprocessing/tests/test_gae_matches_step_loop.py",
         ],
     ),
     Topic(
@@ -242,7 +242,7 @@ SERIES: List[Topic] = [
             "rllib/offline/episode_files/recorder.py",
             "rllib/offline/offline_env_runner.py",
         ],
-        tests=["rllib/offline/tests/test_offline_env_runner.py"],
+        tests=["rllib/offline/tests/test_episode_recorder.py"],
         size_reason=(
             "620 lines of code for one feature (the recorder and the runner that\n"
             "uses it); the rest is its test."
@@ -328,7 +328,7 @@ SERIES: List[Topic] = [
             "rllib/offline/offline_prelearner.py",
         ],
         tests=[
-            "rllib/offline/tests/test_offline_prelearner.py",
+            "rllib/offline/tests/test_prelearner_decodes_episodes.py",
             "rllib/offline/tests/test_prelearner_columnar_path.py",
         ],
         substitutions={
@@ -416,7 +416,7 @@ SERIES: List[Topic] = [
         ],
         tests=[
             "rllib/core/learner/tests/test_in_memory_source.py",
-            "rllib/offline/tests/test_offline_data.py",
+            "rllib/offline/tests/test_offline_data_from_episodes.py",
             "rllib/offline/tests/test_train_on_episodes.py",
             "rllib/offline/tests/test_train_streaming.py",
             "rllib/algorithms/marwil/tests/test_marwil_two_learners.py",

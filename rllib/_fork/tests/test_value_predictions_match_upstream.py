@@ -2,7 +2,7 @@
 
 Compares with upstream's `compute_value_targets` as the overlay found it, so
 it is a fork-only test; `rllib/utils/postprocessing/tests/
-test_value_predictions.py` checks the function against a reference loop.
+test_gae_matches_step_loop.py` checks the function against a reference loop.
 """
 
 import sys
@@ -12,7 +12,7 @@ import pytest
 from ray.rllib.utils.postprocessing import value_predictions as ray_value_predictions
 
 from rllib._fork import overlay
-from rllib.utils.postprocessing.tests.test_value_predictions import random_batch
+from rllib.utils.postprocessing.tests.test_gae_matches_step_loop import random_batch
 from rllib.utils.postprocessing.value_predictions import compute_value_targets
 
 # Upstream's function, as the overlay found it before replacing it.
