@@ -10,7 +10,6 @@ import pytest
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(400)
 def test_readme_example_runs_in_a_fresh_process(tmp_path):
     """Writes, reads and trains on episodes; no `ray.init()` in the example

@@ -136,7 +136,6 @@ def test_receiver_with_the_same_fork_gets_the_object(tmp_path):
 # --- Through Ray: a task in a worker started with the fork disabled. ---------
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(120)
 def test_ray_worker_without_fork_rejects_fork_object(ray_cluster):
     ray = ray_cluster

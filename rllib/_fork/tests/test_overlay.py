@@ -125,7 +125,6 @@ def _fork_state():
     return fork_pkg.is_active(), value_predictions.compute_value_targets.__module__
 
 
-@pytest.mark.ray
 def test_active_in_ray_actor_and_data_worker(ray_cluster):
     ray = ray_cluster
 
@@ -152,7 +151,6 @@ def test_active_in_ray_actor_and_data_worker(ray_cluster):
     }
 
 
-@pytest.mark.ray
 def test_disabled_in_ray_workers():
     line, _ = _run_python(
         """

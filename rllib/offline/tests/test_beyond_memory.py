@@ -118,7 +118,6 @@ def _run_passes(cache, num_passes, batch_size, rng):
     return drawn, bounds_held
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(180)
 def test_every_pass_draws_every_timestep_at_the_same_rate(ray_cluster, episode_dir):
     (shard,), _, size = _shards(episode_dir, 1, draws_per_timestep=2.0)
@@ -146,7 +145,6 @@ def test_every_pass_draws_every_timestep_at_the_same_rate(ray_cluster, episode_d
         assert stats.chi_square < min(skewed_chi2, 3 * stats.num_ranges)
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("num_learners", [0, 1, 2])
 def test_bc_trains_beyond_memory_with_any_number_of_learners(
@@ -201,7 +199,6 @@ def test_bc_trains_beyond_memory_with_any_number_of_learners(
     assert len(ranges) == len(set(ranges))
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_hand_rolled_payloads_train_beyond_memory(ray_cluster, tmp_path):
     """The seed report's per-step msgpack payloads (no spaces recorded)."""
@@ -227,7 +224,6 @@ def test_hand_rolled_payloads_train_beyond_memory(ray_cluster, tmp_path):
     assert np.isfinite(result["learners"][DEFAULT_MODULE_ID]["policy_loss"])
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_an_undecodable_row_met_by_the_cache_names_its_file_and_row(
     ray_cluster, tmp_path, episode_dir
@@ -271,7 +267,6 @@ def test_an_undecodable_row_met_by_the_cache_names_its_file_and_row(
         algo.stop()
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_multi_agent_episodes_train_every_module_beyond_memory(ray_cluster, tmp_path):
     from rllib.examples.offline_rl import train_multi_agent_offline as example

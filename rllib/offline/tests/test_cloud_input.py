@@ -177,7 +177,6 @@ def _bc(path, env, **offline):
     )
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_fsspec_filesystem_trains_in_memory(ray_cluster, episode_dir):
     import fsspec
@@ -196,7 +195,6 @@ def test_fsspec_filesystem_trains_in_memory(ray_cluster, episode_dir):
     assert steps == 32
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_a_partition_filter_streams_through_ray_data(ray_cluster, episode_dir, caplog):
     from ray.data.datasource.partitioning import PathPartitionFilter

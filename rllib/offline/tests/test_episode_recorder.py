@@ -177,7 +177,6 @@ def test_runner_without_worker_index_is_the_local_one(tmp_path):
     assert file.startswith("cartpoleenv/run-000000-00001/"), file
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(240)
 def test_column_layout_and_compressed_columns_read_by_offline_data(
     ray_cluster, tmp_path
@@ -210,7 +209,6 @@ def test_column_layout_and_compressed_columns_read_by_offline_data(
     assert observations == expected
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(180)
 def test_column_rows_every_chunk_written(ray_cluster, tmp_path):
     runner = _runner(
@@ -436,7 +434,6 @@ def test_output_config_is_not_deprecated(tmp_path, caplog, recwarn):
 # ------------------------------------------------------------- training
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_recorded_episodes_and_segments_train_bc(ray_cluster, tmp_path):
     """Whole, segmented and cut-at-stop episodes train with `input_read_episodes`."""

@@ -81,7 +81,6 @@ def _update_on_own_shard(learner):
     )
 
 
-@pytest.mark.ray
 # A regression hangs in a DDP all-reduce, where the default signal method
 # never fires: the thread method ends the test process instead.
 @pytest.mark.timeout(240, method="thread")
@@ -142,7 +141,6 @@ def _weights(algo):
     }
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(240)
 def test_modules_left_out_of_policies_to_train_stay_frozen(ray_cluster, two_agent_data):
     """Multi-agent MARWIL in memory trains only `p0` (BC samples the same way)."""

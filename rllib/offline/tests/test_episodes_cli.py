@@ -505,7 +505,6 @@ def test_library_functions_do_not_need_the_cli(writer_files):
     assert all(row.is_compressed for row in files[1].rows())
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(240)
 def test_hand_rolled_recipe_written_with_ray_data(
     capsys, ray_cluster, tmp_path, cartpole

@@ -46,7 +46,6 @@ def _config(path, env, num_learners=0, budget=None):
     return config
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(120)
 def test_the_estimate_is_close_to_the_decoded_size(ray_cluster, episode_dir):
     path, env = episode_dir
@@ -64,7 +63,6 @@ def test_the_estimate_is_close_to_the_decoded_size(ray_cluster, episode_dir):
     assert 0.8 * store.nbytes <= estimate <= 1.25 * store.nbytes
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(120)
 def test_decoding_tasks_in_flight_are_bounded(ray_cluster, episode_dir, monkeypatch):
     path, env = episode_dir
@@ -83,7 +81,6 @@ def test_decoding_tasks_in_flight_are_bounded(ray_cluster, episode_dir, monkeypa
     assert (store.num_episodes, store.num_timesteps) == (16, 1600)
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(120)
 def test_over_the_budget_nothing_is_decoded_up_front(ray_cluster, episode_dir, caplog):
     path, env = episode_dir
@@ -102,7 +99,6 @@ def test_over_the_budget_nothing_is_decoded_up_front(ray_cluster, episode_dir, c
     assert "learner_config_dict={'offline_data_memory_budget': <bytes>}" in message
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(60)
 def test_the_budget_is_per_node(ray_cluster, episode_dir):
     path, env = episode_dir

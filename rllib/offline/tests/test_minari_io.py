@@ -642,7 +642,6 @@ def test_error_bad_episode_deletes_the_partial_dataset(minari_root):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_bc_learns_cartpole_from_a_minari_dataset(ray_cluster, tmp_path, monkeypatch):
     """The example end to end: DataCollector -> convert -> BC -> evaluation."""

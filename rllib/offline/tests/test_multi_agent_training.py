@@ -260,7 +260,6 @@ def _build(algo, data_dir, **learners):
     return config.learners(**learners).evaluation(evaluation_interval=None)
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_marwil_batches_hold_each_agents_own_rows_and_targets(
     ray_cluster, two_agent_data
@@ -283,7 +282,6 @@ def test_marwil_batches_hold_each_agents_own_rows_and_targets(
             assert any(changed), module_id
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_bc_with_a_remote_learner_trains_both_modules(ray_cluster, two_agent_data):
     with _running(_build("bc", two_agent_data, num_learners=1)) as algo:
@@ -294,7 +292,6 @@ def test_bc_with_a_remote_learner_trains_both_modules(ray_cluster, two_agent_dat
             assert learners[module_id]["num_module_steps_trained"] == 2 * 256
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_two_learners_each_train_both_modules_on_their_own_shard(
     ray_cluster, two_agent_data
@@ -312,7 +309,6 @@ def test_two_learners_each_train_both_modules_on_their_own_shard(
             assert learners[module_id]["num_module_steps_trained"] == 2 * 256 * 2
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_marwil_trains_on_what_the_multi_agent_recorder_wrote(ray_cluster, tmp_path):
     from ray.rllib.algorithms.ppo import PPOConfig
@@ -356,7 +352,6 @@ def test_a_shard_without_one_module_is_refused():
     assert len(store.shards(1)) == 1
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_unknown_module_fails_clearly(ray_cluster, two_agent_data):
     config = _build("bc", two_agent_data, num_learners=0).multi_agent(
@@ -366,7 +361,6 @@ def test_unknown_module_fails_clearly(ray_cluster, two_agent_data):
         config.build_algo()
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(400)
 def test_marwil_streams_each_agents_own_rows_and_targets(ray_cluster, two_agent_data):
     """Over the memory budget the `OfflinePreLearner` builds every module's batch."""
@@ -393,7 +387,6 @@ def test_marwil_streams_each_agents_own_rows_and_targets(ray_cluster, two_agent_
         _assert_each_agents_own_rows(batch, _index_steps(two_agent_data))
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(400)
 def test_bc_streams_to_a_remote_learner(ray_cluster, two_agent_data):
     streamed = {MEMORY_BUDGET_KEY: 0}
@@ -407,7 +400,6 @@ def test_bc_streams_to_a_remote_learner(ray_cluster, two_agent_data):
             assert learners[module_id]["num_module_steps_trained"] == 2 * 256
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_two_learners_do_not_stream_multi_agent_data(ray_cluster, two_agent_data):
     streamed = {MEMORY_BUDGET_KEY: 0}

@@ -36,8 +36,6 @@ SPACES = {"observation_space": ENV.observation_space, "action_space": ENV.action
 LEARNER_SLOT = "learner_slot"
 NODE_STORE = 80 * 2**20
 
-pytestmark = [pytest.mark.ray]
-
 
 @pytest.fixture(scope="module")
 def cluster():

@@ -128,7 +128,6 @@ def test_a_truncated_file_fails_naming_it_and_the_fix(writer_dir, tmp_path):
 # -- Training ------------------------------------------------------------------
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_in_memory_mode_decodes_once_and_samples_every_episode(
     ray_cluster, writer_dir, hand_rolled_dir, caplog
@@ -158,7 +157,6 @@ def test_in_memory_mode_decodes_once_and_samples_every_episode(
     assert Postprocessing.VALUE_TARGETS not in batch
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_a_budget_of_0_streams_with_the_same_rows(ray_cluster, writer_dir):
     config = _config(writer_dir, algo=MARWILConfig, env="CartPole-v1").learners(
@@ -179,7 +177,6 @@ def test_a_budget_of_0_streams_with_the_same_rows(ray_cluster, writer_dir):
     assert np.isfinite(results["learners"][DEFAULT_MODULE_ID]["vf_loss"])
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_over_the_memory_budget_rows_carry_their_value_target_inputs(
     ray_cluster, writer_dir
@@ -201,7 +198,6 @@ def test_over_the_memory_budget_rows_carry_their_value_target_inputs(
     assert np.isfinite(results["learners"][DEFAULT_MODULE_ID]["vf_loss"])
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_shards_are_disjoint_and_balanced(ray_cluster, writer_dir):
     from rllib.offline.in_memory.store import EpisodeStore
@@ -230,7 +226,6 @@ def test_shards_are_disjoint_and_balanced(ray_cluster, writer_dir):
         store.shards(100)
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(400)
 def test_tune_workflow_without_spaces(ray_cluster, writer_dir):
     """The workflow from the user's report: an env name, no spaces, Tuner."""

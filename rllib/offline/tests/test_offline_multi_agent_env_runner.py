@@ -207,7 +207,6 @@ def test_validation_selects_the_recorder(tmp_path):
     assert not_recording.env_runner_cls is None
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_build_algo_records_while_training(ray_cluster, tmp_path):
     returned = []  # Env steps of what each `sample()` returned (local runner).

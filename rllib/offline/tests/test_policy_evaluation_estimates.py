@@ -94,7 +94,6 @@ def _plain_loop_estimates(module, episodes, gamma):
     return np.mean(is_terms), np.mean(pdis_terms)
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("evaluation_type", ["is", "pdis"])
 def test_estimates_use_the_logged_actions(ray_cluster, logged_dir, evaluation_type):
@@ -117,7 +116,6 @@ def test_estimates_use_the_logged_actions(ray_cluster, logged_dir, evaluation_ty
         assert low <= estimates[name] <= high, name
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(400)
 def test_fqe_and_doubly_robust_per_module_of_a_multi_agent_run(ray_cluster, tmp_path):
     # Recorded without `action_logp`: the runner fits the behaviour policy.

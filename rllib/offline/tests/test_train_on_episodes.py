@@ -20,7 +20,6 @@ from rllib.offline.episode_files.writer import write_episodes
 from rllib.offline.tests.episode_factory import cartpole_episodes
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_bc_trains_on_writer_and_hand_rolled_files(ray_cluster, tmp_path):
     import msgpack_numpy as mnp

@@ -54,7 +54,6 @@ def _learner_fit(algo, observations, actions):
     return call.get()
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_bc_learns_through_the_streaming_columnar_path(ray_cluster, tmp_path):
     env, episodes = cartpole_episodes(10, max_steps=200)

@@ -106,7 +106,6 @@ def _check(results, before, after, num_learners):
             assert torch.equal(value, other[key]), key
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("algo", ["cql", "iql"])
 @pytest.mark.parametrize("num_learners", [0, 1, 2])
@@ -120,7 +119,6 @@ def test_trains_in_memory_with_0_1_2_learners(
     _check(results, before, after, num_learners)
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("algo", ["cql", "iql"])
 def test_trains_streaming_from_hand_rolled_payloads(ray_cluster, data_dirs, algo):
@@ -162,7 +160,6 @@ def _module_weights(algo, module_id):
     ]
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("algo", ["cql", "iql"])
 def test_multi_agent_trains_one_module_per_policy_with_two_learners(

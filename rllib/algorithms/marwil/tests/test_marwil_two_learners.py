@@ -28,7 +28,6 @@ def episode_dir(tmp_path_factory):
     return str(path)
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_statistics_are_all_reduced_across_learners(ray_cluster, episode_dir):
     config = (

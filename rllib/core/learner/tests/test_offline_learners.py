@@ -62,7 +62,6 @@ def episode_dir(tmp_path_factory):
     return str(path)
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_local_learner_targets_come_from_the_live_module(ray_cluster, episode_dir):
     algo = _config(episode_dir).build_algo()
@@ -99,7 +98,6 @@ def test_local_learner_targets_come_from_the_live_module(ray_cluster, episode_di
         algo.stop()
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("algo_name", ["marwil", "bc"])
 def test_two_learners_train_on_disjoint_shards(ray_cluster, episode_dir, algo_name):
@@ -128,7 +126,6 @@ def test_two_learners_train_on_disjoint_shards(ray_cluster, episode_dir, algo_na
     assert sorted(call.get() for call in held) == sorted(enumerate(refs))
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(400)
 def test_offline_evaluation_of_marwil(ray_cluster, episode_dir):
     """Offline evaluation runners compute MARWIL's loss on recorded data; its
@@ -163,7 +160,6 @@ def _train_online_ppo(config):
         algo.stop()
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("num_learners", [0, 1])
 def test_online_multi_agent_ppo(ray_cluster, num_learners):

@@ -7,7 +7,6 @@ import pytest
 from rllib.examples.offline_rl import choose_checkpoint_by_ope as example
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_example_scores_every_checkpoint_and_picks_the_top_row(ray_cluster, tmp_path):
     outcome = example.main(

@@ -8,7 +8,6 @@ from ray.rllib.offline.episode_files.reader import read_episodes
 from rllib.examples.offline_rl import train_multi_agent_offline as example
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(240)
 def test_example_records_trains_and_evaluates_each_agent(ray_cluster, tmp_path):
     returns = example.main(

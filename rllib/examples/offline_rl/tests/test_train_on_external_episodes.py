@@ -39,7 +39,6 @@ def _checkpointed_module(checkpoint):
     return RLModule.from_checkpoint(example.module_checkpoint(checkpoint))
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_main_job_reports_and_writes_its_results(run):
     _, summary, out, err = run
@@ -65,7 +64,6 @@ def test_main_job_reports_and_writes_its_results(run):
     assert os.path.getsize(os.path.join(output_dir, example.PLOT_FILE)) > 0
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_checkpoint_restores_the_policy_and_the_learner(run):
     import torch
@@ -92,7 +90,6 @@ def test_checkpoint_restores_the_policy_and_the_learner(run):
         algo.stop()
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_algorithm_from_checkpoint(run):
     """ray 2.60 fails here for offline-only algorithms (no env runners to sync
@@ -132,7 +129,6 @@ def _printed_code_blocks(text):
     return blocks
 
 
-@pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_printed_snippets_run_as_printed_in_a_fresh_process(run):
     """What the job prints works when pasted into a new interpreter that has
