@@ -150,7 +150,7 @@ def make_multi_agent_episode(length: int = 6, seed: int = 0, truncated: bool = T
         next_active = [a for a in active if not terminateds.get(a)]
         if t == 1:
             next_active.append("late")
-        observed = [a for a in set(active) | set(next_active)]
+        observed = list(set(active) | set(next_active))
         episode.add_env_step(
             observations=observe(observed),
             actions=actions,

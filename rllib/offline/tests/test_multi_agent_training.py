@@ -99,7 +99,7 @@ def test_agent_columns_equal_those_of_the_rebuilt_episode(
     episode = make_multi_agent_episode(length=7, truncated=truncated)
     if numpy_ized:
         episode = episode.to_numpy()
-    spaces = {agent: space for agent, space in AGENT_SPACES.items()}
+    spaces = dict(AGENT_SPACES)
     observation_space = (
         {agent: s[0] for agent, s in spaces.items()} if spaces_given else None
     )

@@ -83,7 +83,7 @@ def fit_saturating_behaviour(loss_fn, updates=400) -> float:
             Columns.REWARDS: zeros,
             Columns.TERMINATEDS: torch.zeros(256, dtype=torch.bool),
         }
-        fwd_out = {key: zeros for key in READ_BY_THE_LOSS}
+        fwd_out = dict.fromkeys(READ_BY_THE_LOSS, zeros)
         encoded = module.pi_encoder(batch)[ENCODER_OUT]
         fwd_out[Columns.ACTION_DIST_INPUTS] = module.pi(encoded)
         learner._temp_losses.clear()

@@ -43,7 +43,7 @@ def _learner(algo, module_ids):
             policies=set(module_ids),
             policy_mapping_fn=lambda agent_id, *_, **__: agent_id,
         )
-    spaces = {module_id: (OBS_SPACE, ACTION_SPACE) for module_id in module_ids}
+    spaces = dict.fromkeys(module_ids, (OBS_SPACE, ACTION_SPACE))
     return config.build_learner(env=None, spaces=spaces)
 
 
