@@ -80,6 +80,8 @@ setup(
             # `ci/test.sh` spreads the fast tier over the cores, a file per worker.
             "pytest-xdist>=3.5",
             "ruff>=0.6",
+            # The patch series is formatted and checked with ray's formatter.
+            "black==22.10.0",
             "moto[s3]>=5.1",
             "flask>=3",
             "flask-cors>=5",

@@ -41,7 +41,7 @@ DOC_MODULES="rllib, sphinx, pydata_sphinx_theme, myst_parser"
 # DataCollector (jax) and read both storage backends (h5py, pyarrow, Pillow);
 # `mujoco`: the continuous-control datasets' InvertedPendulum-v5.
 TEST_EXTRAS="test,bench,minari,minari-create,mujoco"
-TEST_MODULES="rllib, ray, torch, pytest, pytest_timeout, xdist, matplotlib, minari, h5py, PIL, jax, moto, mujoco, imageio"
+TEST_MODULES="rllib, ray, torch, pytest, pytest_timeout, xdist, black, matplotlib, minari, h5py, PIL, jax, moto, mujoco, imageio"
 
 # The environment of the test suite and of the checks that run its tests.
 ci_activate_test_env() {

@@ -28,6 +28,7 @@ TIERS: Dict[str, tuple] = {
 }
 
 FILES: Dict[str, str] = {
+    "ci/patch_series/tests/test_conventions.py": SMALL,
     "ci/patch_series/tests/test_upstream_form.py": SMALL,
     "ci/tests/test_conventions.py": SMALL,
     "ci/tests/test_sizes.py": MEDIUM,

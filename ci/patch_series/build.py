@@ -6,7 +6,9 @@ Copies the installed ``ray/rllib`` (ray 2.60's sources) into a scratch git
 repository laid out like ray's (``rllib/...``), commits it, applies the topics
 of :mod:`ci.patch_series.series` one commit each, and writes them with
 ``git format-patch`` to ``--out`` together with ``series.txt`` (the order) and
-``summary.txt`` (changed lines per patch). ``--tree`` keeps the patched tree.
+``summary.txt`` (changed lines per patch), and ``conventions.txt`` (what
+:mod:`ci.patch_series.conventions` finds; the command exits 1 if anything).
+``--tree`` keeps the patched tree.
 """
 
 import argparse
@@ -17,11 +19,13 @@ import subprocess
 import sys
 import tempfile
 
+from ci.patch_series import bazel, conventions, upstream_form
 from ci.patch_series import series as series_module
-from ci.patch_series import upstream_form
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 AUTHOR = "rllib-fork <rllib-fork@users.noreply.github.com>"
+#: The black release of ray's pre-commit configuration.
+BLACK_VERSION = "22.10.0"
 #: Patches over this many changed lines say why (`Topic.size_reason`).
 SIZE_BAR = 800
 
@@ -80,18 +84,61 @@ def apply_topic(tree: pathlib.Path, topic: series_module.Topic) -> None:
         target = tree / path
         substitutions = topic.substitutions.get(path, ())
         if target.exists():
+            upstream_text = target.read_text()
             text = upstream_form.splice(
-                target.read_text(), fork_text, substitutions, path, only
+                upstream_text, fork_text, substitutions, path, only
             )
+            text = without_new_unused_imports(text, upstream_text, path)
         else:
             text = upstream_form.new_module(fork_text, substitutions, path)
+        if path.endswith(".py"):
+            text = ray_format(text, path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
     _git(tree, "add", "-A")
     if not _git(tree, "diff", "--cached", "--name-only").strip():
         raise SystemExit(f"topic {topic.slug} changes nothing.")
     message = f"{topic.subject}\n\n{topic.description}\n"
-    _git(tree, "commit", "-q", f"--author={AUTHOR}", "-m", message)
+    build_section = bazel.build_section(topic.tests)
+    if build_section:
+        message += f"\n{build_section}"
+    # Ray takes contributions under the DCO: every commit is signed off.
+    _git(tree, "commit", "-q", "--signoff", f"--author={AUTHOR}", "-m", message)
+
+
+def _ruff_unused_imports(text: str, path: str, fix: bool) -> str:
+    command = [sys.executable, "-m", "ruff", "check", "--isolated", "--select"]
+    command += ["F401", "--stdin-filename", path, "--exit-zero"]
+    command += ["--fix", "-"] if fix else ["--output-format", "concise", "-"]
+    return subprocess.run(
+        command, input=text, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def without_new_unused_imports(text: str, upstream_text: str, path: str) -> str:
+    """``text`` without the imports that only the replaced code used (ruff's
+    F401 fix), where upstream's file had no unused import of its own."""
+    if "F401" in _ruff_unused_imports(upstream_text, path, fix=False):
+        return text
+    return _ruff_unused_imports(text, path, fix=True)
+
+
+def ray_format(text: str, path: str) -> str:
+    """``text`` formatted as ray's pre-commit formats Python (black 22.10,
+    its default line length of 88)."""
+    try:
+        import black
+    except ImportError:
+        sys.exit(
+            f"formatting {path} for ray needs black {BLACK_VERSION}: "
+            f'pip install "black=={BLACK_VERSION}" (the test extra has it).'
+        )
+    if black.__version__ != BLACK_VERSION:
+        sys.exit(
+            f"ray formats with black {BLACK_VERSION}; this environment has "
+            f'{black.__version__}: pip install "black=={BLACK_VERSION}".'
+        )
+    return black.format_str(text, mode=black.Mode(line_length=88))
 
 
 def check_series() -> None:
@@ -149,6 +196,8 @@ def build(out: pathlib.Path, keep_tree: pathlib.Path = None) -> pathlib.Path:
             summary += ["       " + line for line in topic.size_reason.splitlines()]
     summary += ["", f"{total} changed lines in all"]
     (out / "summary.txt").write_text("\n".join(summary) + "\n")
+    found = conventions.check_tree(tree, count)
+    (out / "conventions.txt").write_text(conventions.report(found))
     if keep_tree is not None:
         if keep_tree.exists():
             shutil.rmtree(keep_tree)
@@ -169,7 +218,11 @@ def main(argv=None) -> int:
     out = build(args.out, args.tree)
     print((out / "summary.txt").read_text(), end="")
     print(f"patches in {out}")
-    return 0
+    conventions_report = (out / "conventions.txt").read_text()
+    print(
+        f"\nRay's conventions (ci/patch_series/conventions.py):\n{conventions_report}"
+    )
+    return 0 if conventions.passed(conventions_report) else 1
 
 
 if __name__ == "__main__":

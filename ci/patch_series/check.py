@@ -32,6 +32,7 @@ import xml.etree.ElementTree as ElementTree
 from typing import Dict, List
 
 from ci.patch_series import build as series_build
+from ci.patch_series import conventions
 from ci.patch_series.series import SERIES
 
 REPO = series_build.REPO
@@ -229,8 +230,13 @@ def main(argv=None) -> int:
         work.mkdir(parents=True)
         patches = series_build.build(work / "patches")
         print((patches / "summary.txt").read_text())
+        report = (patches / "conventions.txt").read_text()
+        print(f"Ray's conventions (ci/patch_series/conventions.py):\n{report}")
         ray_dir = apply_series(patches, work / "site")
         run_tests(ray_dir, tests, work / "patched.xml", patched_env(work / "site"))
+        if not conventions.passed(report):
+            print("The patch series does not follow ray's conventions (above).")
+            return 1
         if args.patched_only:
             return 0
     elif not (work / "patched.xml").exists():

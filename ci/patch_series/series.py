@@ -5,7 +5,8 @@ which are ray's paths too), the tests that come with it, and the ray issues
 it addresses. A file belongs to exactly one topic. Tests that compare the
 fork with the upstream code it replaces (they need the overlay: `rllib/_fork`,
 `*_matches_upstream`, `*_across_modes`, ...) stay in the fork and are listed
-in `FORK_ONLY_TESTS`.
+in `FORK_ONLY_TESTS`. The fork's `tests/__init__.py` files stay in the fork:
+the series adds none (pytest and Bazel find ray's tests without them).
 """
 
 from dataclasses import dataclass, field
@@ -79,7 +80,6 @@ SERIES: List[Topic] = [
         ),
         files=["rllib/utils/__init__.py"],
         tests=[
-            "rllib/utils/tests/__init__.py",
             "rllib/utils/tests/test_flatten_dict.py",
         ],
     ),
@@ -120,7 +120,6 @@ SERIES: List[Topic] = [
         ),
         files=["rllib/utils/postprocessing/value_predictions.py"],
         tests=[
-            "rllib/utils/postprocessing/tests/__init__.py",
             "rllib/utils/postprocessing/tests/test_gae_matches_step_loop.py",
         ],
     ),
@@ -204,7 +203,6 @@ SERIES: List[Topic] = [
             "rllib/offline/episode_files/reader.py",
         ],
         tests=[
-            "rllib/offline/tests/__init__.py",
             "rllib/offline/tests/episode_factory.py",
             "rllib/offline/tests/test_episode_writer.py",
             "rllib/offline/tests/test_multi_agent_episodes.py",
@@ -445,7 +443,6 @@ SERIES: List[Topic] = [
         ),
         files=["rllib/examples/offline_rl/train_on_external_episodes.py"],
         tests=[
-            "rllib/examples/offline_rl/tests/__init__.py",
             "rllib/examples/offline_rl/tests/test_train_on_external_episodes.py",
         ],
     ),
@@ -559,7 +556,6 @@ SERIES: List[Topic] = [
             "rllib/offline/offline_policy_evaluation_runner.py",
         ],
         tests=[
-            "rllib/offline/off_policy_estimation/tests/__init__.py",
             "rllib/offline/off_policy_estimation/tests/tiny_mdp.py",
             "rllib/offline/off_policy_estimation/tests/test_estimators.py",
             "rllib/offline/tests/test_policy_evaluation_estimates.py",
@@ -692,7 +688,6 @@ SERIES: List[Topic] = [
             "::IQLTorchLearner.compute_gradients",
         ],
         tests=[
-            "rllib/algorithms/cql/tests/__init__.py",
             "rllib/algorithms/cql/tests/cql_fixtures.py",
             "rllib/algorithms/cql/tests/test_cql_loss.py",
             "rllib/algorithms/cql/tests/test_cql_iql_from_episodes.py",
@@ -720,7 +715,6 @@ SERIES: List[Topic] = [
             "::IQLTorchLearner.compute_loss_for_module",
         ],
         tests=[
-            "rllib/algorithms/iql/tests/__init__.py",
             "rllib/algorithms/iql/tests/iql_fixtures.py",
             "rllib/algorithms/iql/tests/test_iql_loss.py",
         ],
@@ -781,7 +775,6 @@ SERIES: List[Topic] = [
             "rllib/algorithms/sac/sac_catalog.py",
         ],
         tests=[
-            "rllib/algorithms/sac/tests/__init__.py",
             "rllib/algorithms/sac/tests/test_sac_catalog.py",
         ],
     ),
