@@ -20,7 +20,7 @@ from rllib.examples.offline_rl.scripted_cartpole import (
 from rllib.offline.episode_files.reader import read_episodes
 from rllib.offline.episode_files.writer import write_episodes
 from rllib.offline.off_policy_estimation import evaluate_module
-from rllib.offline.tools import cli
+from rllib.offline.tools import cli, ope_command
 
 ESTIMATORS = "is,wis,pdis,wpdis"
 
@@ -112,10 +112,23 @@ def test_table_output(tmp_path, episodes, capsys):
         )
         == 0
     )
-    header, rule, row = capsys.readouterr().out.splitlines()[:3]
+    lines = capsys.readouterr().out.splitlines()
+    header, rule, row = lines[:3]
     assert header.split()[:3] == ["checkpoint", "module", "wis"]
     assert set(rule.replace(" ", "")) == {"-"}
     assert row.split()[:2] == [str(checkpoint), "default_policy"]
+    assert lines[-1] == "[low, high]: none computed (--bootstrap 0)."
+
+
+def test_interval_note_says_what_the_intervals_leave_out():
+    assert ope_command.interval_note(["wis"], 200) == (
+        "[low, high]: 95% bootstrap intervals over the recorded episodes "
+        "(200 resamples)."
+    )
+    note = ope_command.interval_note(["wis", "fqe", "dr"], 50)
+    assert "(50 resamples)" in note
+    assert "For fqe and dr they resample the episodes under one fitted " in note
+    assert "leave out FQE's fitting error" in note
 
 
 def test_relative_paths_score_as_absolute_ones(tmp_path, episodes, capsys, monkeypatch):

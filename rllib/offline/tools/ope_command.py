@@ -195,6 +195,24 @@ def _value(row: Dict[str, Any], name: str) -> float:
     return float("-inf") if estimate is None else estimate["value"]
 
 
+def interval_note(estimators: List[str], num_bootstrap: int) -> str:
+    """What the table's ``[low, high]`` intervals cover."""
+    if num_bootstrap <= 0:
+        return "[low, high]: none computed (--bootstrap 0)."
+    note = (
+        f"[low, high]: 95% bootstrap intervals over the recorded episodes "
+        f"({num_bootstrap} resamples)."
+    )
+    fitted = [name for name in ("fqe", "dr") if name in estimators]
+    if fitted:
+        note += (
+            f" For {' and '.join(fitted)} they resample the episodes under one "
+            "fitted Q-function, so they leave out FQE's fitting error, which can "
+            "be larger than the interval."
+        )
+    return note
+
+
 def print_table(rows: List[Dict], estimators: List[str]) -> None:
     header = ["checkpoint", "module", *estimators, "mu", "ESS", "episodes"]
     table = [header]
@@ -245,4 +263,5 @@ def run_ope(args: argparse.Namespace, progress: bool) -> int:
         print(json.dumps(rows, indent=1))
     else:
         print_table(rows, args.estimators)
+        print(interval_note(args.estimators, args.bootstrap))
     return 0
