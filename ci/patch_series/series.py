@@ -434,19 +434,6 @@ SERIES: List[Topic] = [
         ),
     ),
     Topic(
-        slug="example-external-episodes",
-        subject="[RLlib] Example: record, write and train on external episodes",
-        description=(
-            "A runnable example of the whole path: record CartPole episodes with\n"
-            "a scripted controller, write them with `EpisodeWriter`, train MARWIL\n"
-            "or BC on them, evaluate and checkpoint (#51747)."
-        ),
-        files=["rllib/examples/offline_rl/train_on_external_episodes.py"],
-        tests=[
-            "rllib/examples/offline_rl/tests/test_train_on_external_episodes.py",
-        ],
-    ),
-    Topic(
         slug="nested-observations-end-to-end",
         subject="[RLlib] Tests: Dict and Tuple observations train end to end",
         description=(
@@ -563,6 +550,27 @@ SERIES: List[Topic] = [
         size_reason=(
             "A new, self-contained package (one estimator per file) with its\n"
             "tests; the runner change is the only upstream file touched."
+        ),
+    ),
+    Topic(
+        slug="example-external-episodes",
+        subject="[RLlib] Example: record, write and train on external episodes",
+        description=(
+            "A runnable example of the whole path: record CartPole episodes with\n"
+            "a scripted controller, write them with `EpisodeWriter`, train MARWIL\n"
+            "or BC on them evaluating in the environment, score every iteration's\n"
+            "checkpoint off-policy from the episodes alone (FQE) and keep the best\n"
+            "next to the last (#51747). After the off-policy estimation patch,\n"
+            "which it uses."
+        ),
+        files=["rllib/examples/offline_rl/train_on_external_episodes.py"],
+        tests=[
+            "rllib/examples/offline_rl/tests/test_train_on_external_episodes.py",
+        ],
+        size_reason=(
+            "One new example script (about 620 lines: its five steps, the\n"
+            "output directory, the plot and the restore instructions) and its\n"
+            "tests; no library code."
         ),
     ),
     Topic(

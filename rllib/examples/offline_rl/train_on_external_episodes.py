@@ -10,14 +10,18 @@ This example shows the whole path for experiences you collect yourself:
 3. Train MARWIL or BC from the files with
    `config.offline_data(input_read_episodes=True)`, with a progress bar over
    the training iterations (loss and evaluation return in its postfix).
-4. Evaluate the trained policy in the environment, save a checkpoint and
-   print how to restore it.
+4. Score the checkpoint of every iteration off-policy, from the recorded
+   episodes alone (fitted Q evaluation), and keep the best one next to the
+   last; the environment's returns show whether the estimate chose well.
+5. Save the last checkpoint and print how to restore either.
 
 Everything goes into `--output-dir` (default `./offline_cartpole_run`):
 
 - `episodes/`: the recorded episodes (inspect them with
   `python -m ray.rllib.offline.episodes info <output-dir>/episodes`),
-- `checkpoint/`: the trained algorithm (`algo.save_to_path`),
+- `checkpoint/`: the algorithm after the last iteration (`algo.save_to_path`),
+- `checkpoint_best_by_ope/`: the algorithm after the iteration that fitted Q
+  evaluation ranks best (`--ope-updates 0`: not kept),
 - `results.json`: the metrics of every iteration and a summary,
 - `learning_curve.png`: loss and evaluation return per iteration (`--plot`,
   needs matplotlib: `pip install matplotlib`).
@@ -29,7 +33,7 @@ How to run this script
 ----------------------
 `python train_on_external_episodes.py [--algo=bc] [--num-episodes=40]
 [--iterations=10] [--num-gpus-per-learner=1] [--compression=zstd]
-[--output-dir=DIR] [--plot]`
+[--ope-updates=3000] [--output-dir=DIR] [--plot]`
 
 Results to expect
 -----------------
@@ -66,7 +70,7 @@ from ray.rllib.core import (
     COMPONENT_RL_MODULE,
     DEFAULT_MODULE_ID,
 )
-from ray.rllib.offline.episode_files.reader import read_spaces
+from ray.rllib.offline.episode_files.reader import read_episodes, read_spaces
 from ray.rllib.offline.episode_files.writer import EpisodeWriter
 from ray.rllib.utils.metrics import (
     ALL_MODULES,
@@ -85,6 +89,9 @@ DEFAULT_OUTPUT_DIR = "offline_cartpole_run"
 #: What this example writes into `--output-dir`.
 EPISODES_DIR = "episodes"
 CHECKPOINT_DIR = "checkpoint"
+BEST_CHECKPOINT_DIR = "checkpoint_best_by_ope"
+#: Every iteration's checkpoint while the job runs (removed once scored).
+ITERATIONS_DIR = "iterations"
 RESULTS_FILE = "results.json"
 PLOT_FILE = "learning_curve.png"
 #: Marks a directory as this example's output, so a later run may replace it.
@@ -148,9 +155,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--ope-updates",
         type=int,
-        default=5000,
-        help="FQE updates of the off-policy estimate made after the last "
-        "iteration from the recorded episodes alone (0: no estimate)",
+        default=3000,
+        help="FQE updates per iteration checkpoint when scoring them off-policy "
+        "after training, from the recorded episodes alone (0: no scoring, no "
+        f"`{BEST_CHECKPOINT_DIR}`)",
     )
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
@@ -206,22 +214,6 @@ def build_config(args: argparse.Namespace, data_dir: str):
             evaluation_num_env_runners=0,
             evaluation_duration=args.eval_episodes,
             evaluation_duration_unit="episodes",
-            # Off-policy evaluation after the last iteration, from the
-            # recorded episodes alone: fitted Q evaluation.
-            offline_evaluation_interval=args.iterations if args.ope_updates else None,
-            offline_evaluation_type="fqe",
-            num_offline_eval_runners=0,
-            offline_eval_batch_size_per_runner=args.num_episodes,
-        )
-        .learners(
-            learner_config_dict={
-                "off_policy_estimation": {
-                    # The greedy policy, as the evaluation EnvRunner runs it,
-                    # and CartPole's 500-step limit.
-                    "deterministic": True,
-                    "fqe": {"num_updates": args.ope_updates, "horizon": 500},
-                }
-            }
         )
         .debugging(seed=args.seed)
     )
@@ -249,7 +241,7 @@ def prepare_output_dir(path: str) -> str:
                 "example. Pass a new or empty directory."
             )
         print(f"Replacing the previous run in {path}")
-        for name in (EPISODES_DIR, CHECKPOINT_DIR):
+        for name in (EPISODES_DIR, CHECKPOINT_DIR, BEST_CHECKPOINT_DIR, ITERATIONS_DIR):
             shutil.rmtree(os.path.join(path, name), ignore_errors=True)
         for name in (RESULTS_FILE, PLOT_FILE):
             if os.path.exists(os.path.join(path, name)):
@@ -353,12 +345,80 @@ def plot_learning_curve(
 # ---------------------------------------------------------------------------
 
 
-def _off_policy_estimate(result: Dict[str, Any]) -> Optional[Dict[str, float]]:
-    offline = result.get(EVALUATION_RESULTS, {}).get("offline_eval_runners", {})
-    estimates = offline.get("off_policy_estimation", {}).get(DEFAULT_MODULE_ID)
-    if not estimates:
-        return None
-    return {k: float(estimates[k]) for k in ("fqe", "fqe_ci_low", "fqe_ci_high", "dr")}
+def score_checkpoints(
+    checkpoints: Dict[int, str], episodes, gamma: float, num_updates: int, seed: int
+) -> Dict[int, Dict[str, float]]:
+    """Fitted Q evaluation of each iteration's greedy policy, from `episodes`
+    alone: iteration -> {"fqe", "fqe_ci_low", "fqe_ci_high"}. Shows a bar over
+    the checkpoints and one over each checkpoint's FQE updates."""
+    import torch
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    from rllib.offline.off_policy_estimation import FQEConfig, evaluate_module
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # One core for FQE; Ray's processes share the rest.
+    scores = {}
+    try:
+        for iteration, path in tqdm(
+            checkpoints.items(), desc="[4/5] Scoring", unit="ckpt", dynamic_ncols=True
+        ):
+            with tqdm(
+                total=num_updates,
+                desc=f"      FQE iteration {iteration}",
+                unit=" updates",
+                leave=False,
+                dynamic_ncols=True,
+            ) as updates:
+                (result,) = evaluate_module(
+                    RLModule.from_checkpoint(module_checkpoint(path)),
+                    episodes,
+                    gamma=gamma,
+                    estimators=["fqe"],
+                    # The greedy policy, as the evaluation EnvRunner runs it,
+                    # and CartPole's 500-step limit.
+                    deterministic=True,
+                    fqe_config=FQEConfig(
+                        num_updates=num_updates, horizon=500, seed=seed
+                    ),
+                    seed=seed,
+                    on_fqe_update=updates.update,
+                ).values()
+            estimate = result.estimates["fqe"]
+            scores[iteration] = {
+                "fqe": estimate.value,
+                "fqe_ci_low": estimate.low,
+                "fqe_ci_high": estimate.high,
+            }
+    finally:
+        torch.set_num_threads(threads)
+    return scores
+
+
+def selection_report(ope: Dict[str, Any], gamma: float) -> str:
+    """What the off-policy scoring kept, and how the environment judged it."""
+    kept, last = ope["kept_iteration"], ope["last_iteration"]
+    scores = ope["estimates"]
+
+    def fqe(iteration):
+        s = scores[iteration]
+        return f"{s['fqe']:.1f} [{s['fqe_ci_low']:.1f}, {s['fqe_ci_high']:.1f}]"
+
+    def env_return(value):
+        return "-" if value is None else f"{value:.1f}"
+
+    lines = [
+        "Off-policy selection (fitted Q evaluation from the recorded episodes "
+        f"alone, discounted with gamma {gamma}; a policy that balances all 500 "
+        f"steps scores {(1 - gamma**500) / (1 - gamma):.1f}):",
+        f"  kept {BEST_CHECKPOINT_DIR}/: iteration {kept}, FQE {fqe(kept)}, "
+        f"the best of {len(scores)} iterations",
+        f"  last {CHECKPOINT_DIR}/: iteration {last}, FQE {fqe(last)}",
+        "  In the environment (evaluation return): kept "
+        f"{env_return(ope['kept_eval_return_mean'])}, last "
+        f"{env_return(ope['last_eval_return_mean'])}.",
+    ]
+    return "\n".join(lines)
 
 
 def _eval_return(result: Dict[str, Any]) -> Optional[float]:
@@ -383,7 +443,7 @@ def main(argv=None) -> dict:
 
     # 1. + 2. Collect and write.
     start = _step(
-        f"[1/4] Recording {args.num_episodes} CartPole episodes with the scripted "
+        f"[1/5] Recording {args.num_episodes} CartPole episodes with the scripted "
         f"controller ({args.epsilon:.0%} random actions)..."
     )
     episodes = collect_episodes(args.num_episodes, args.epsilon, args.seed)
@@ -392,7 +452,7 @@ def main(argv=None) -> dict:
         f"      {sum(len(e) for e in episodes):,} steps, mean return "
         f"{np.mean(returns):.1f} ({time.perf_counter() - start:.1f}s)"
     )
-    start = _step(f"[2/4] Writing them with EpisodeWriter to {data_dir} ...")
+    start = _step(f"[2/5] Writing them with EpisodeWriter to {data_dir} ...")
     env = gym.make("CartPole-v1")
     with EpisodeWriter(
         data_dir,
@@ -413,11 +473,11 @@ def main(argv=None) -> dict:
     # 3. Train.
     owns_ray = not ray.is_initialized()
     if owns_ray:
-        start = _step("[3/4] Starting Ray (4 logical CPUs) ...")
+        start = _step("[3/5] Starting Ray (4 logical CPUs) ...")
         ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
         print(f"      started ({time.perf_counter() - start:.1f}s)")
     start = _step(
-        f"[3/4] Building {args.algo.upper()}: the Learner, the Ray Data pipeline "
+        f"[3/5] Building {args.algo.upper()}: the Learner, the Ray Data pipeline "
         "over the episode files and an evaluation EnvRunner ..."
     )
     config = build_config(args, data_dir)
@@ -427,9 +487,10 @@ def main(argv=None) -> dict:
     history: List[Dict[str, Any]] = []
     trained_steps = 0
     train_s = 0.0
+    iteration_checkpoints: Dict[int, str] = {}
     bar = tqdm(
         range(1, args.iterations + 1),
-        desc=f"[3/4] Training {args.algo.upper()}",
+        desc=f"[3/5] Training {args.algo.upper()}",
         unit="iter",
         dynamic_ncols=True,
     )
@@ -443,7 +504,11 @@ def main(argv=None) -> dict:
         eval_return = _eval_return(result)
         if eval_return is None and iteration == args.iterations:
             eval_return = _eval_return(algo.evaluate())
-        off_policy = _off_policy_estimate(result)
+        if args.ope_updates:
+            # Saved outside the timed training step; scored after training.
+            path = os.path.join(output_dir, ITERATIONS_DIR, f"iter_{iteration:03d}")
+            algo.save_to_path(path)
+            iteration_checkpoints[iteration] = path
         loss = float(result[LEARNER_RESULTS][DEFAULT_MODULE_ID]["total_loss"])
         history.append(
             {
@@ -466,8 +531,46 @@ def main(argv=None) -> dict:
         )
     bar.close()
 
-    # 4. Evaluate (see above), save, summarize.
-    start = _step(f"[4/4] Saving a checkpoint to {checkpoint_dir} ...")
+    # 4. Score every iteration off-policy; keep the best next to the last.
+    ope = None
+    if iteration_checkpoints:
+        start = time.perf_counter()
+        tqdm.write(
+            f"[4/5] Scoring the {len(iteration_checkpoints)} iteration checkpoints "
+            "off-policy: fitted Q evaluation of each greedy policy from the "
+            f"recorded episodes alone, {args.ope_updates:,} updates each ..."
+        )
+        scores = score_checkpoints(
+            iteration_checkpoints,
+            list(read_episodes(data_dir)),
+            algo_gamma,
+            args.ope_updates,
+            args.seed,
+        )
+        best = max(scores, key=lambda i: scores[i]["fqe"])
+        best_dir = os.path.join(output_dir, BEST_CHECKPOINT_DIR)
+        shutil.copytree(iteration_checkpoints[best], best_dir)
+        shutil.rmtree(os.path.join(output_dir, ITERATIONS_DIR))
+        returns_by_iteration = {h["iteration"]: h["eval_return_mean"] for h in history}
+        for entry in history:
+            entry["fqe"] = scores[entry["iteration"]]["fqe"]
+        ope = {
+            "kept_iteration": best,
+            "kept_checkpoint_dir": best_dir,
+            "last_iteration": args.iterations,
+            "fqe_updates": args.ope_updates,
+            "estimates": scores,
+            "kept_eval_return_mean": returns_by_iteration[best],
+            "last_eval_return_mean": returns_by_iteration[args.iterations],
+            "time_s": time.perf_counter() - start,
+        }
+        print(
+            f"      scored in {ope['time_s']:.1f}s "
+            f"({ope['time_s'] / len(scores):.1f}s per checkpoint)"
+        )
+
+    # 5. Save, summarize.
+    start = _step(f"[5/5] Saving the last checkpoint to {checkpoint_dir} ...")
     algo.save_to_path(checkpoint_dir)
     print(f"      saved ({time.perf_counter() - start:.1f}s)")
     algo.stop()
@@ -484,10 +587,11 @@ def main(argv=None) -> dict:
         "episodes_written": writer.num_episodes,
         "files": len(writer.files),
         "bytes": num_bytes,
+        "train_s": train_s,
         "train_steps_per_s": trained_steps / train_s if train_s else 0.0,
         "eval_return_mean": eval_return,
         "expert_return_mean": float(np.mean(returns)),
-        "off_policy_estimate": off_policy,
+        "off_policy_selection": ope,
     }
     with open(os.path.join(output_dir, RESULTS_FILE), "w") as f:
         json.dump({"args": vars(args), "iterations": history, "summary": summary}, f)
@@ -504,15 +608,8 @@ def main(argv=None) -> dict:
         f"{eval_text} over {args.eval_episodes} episodes "
         f"(data: {summary['expert_return_mean']:.1f})."
     )
-    if off_policy is not None:
-        print(
-            "Off-policy estimate from the recorded episodes alone (fitted Q "
-            f"evaluation, discounted with gamma {algo_gamma}): "
-            f"{off_policy['fqe']:.1f} [{off_policy['fqe_ci_low']:.1f}, "
-            f"{off_policy['fqe_ci_high']:.1f}]; "
-            f"a policy that balances all 500 steps scores "
-            f"{(1 - algo_gamma**500) / (1 - algo_gamma):.1f}."
-        )
+    if ope is not None:
+        print(selection_report(ope, algo_gamma))
     print(f"Results: {os.path.join(output_dir, RESULTS_FILE)}")
     if args.plot:
         print(f"Learning curve: {summary['plot']}")

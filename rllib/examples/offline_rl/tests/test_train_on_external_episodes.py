@@ -17,6 +17,7 @@ ARGS = [
     "--iterations=2",
     "--updates-per-iteration=2",
     "--eval-episodes=1",
+    "--ope-updates=200",
 ]
 
 
@@ -43,9 +44,12 @@ def _checkpointed_module(checkpoint):
 def test_main_job_reports_and_writes_its_results(run):
     _, summary, out, err = run
     # Set-up is announced, training has a progress bar, restoring is explained.
-    for step in ("[1/4] Recording", "[2/4] Writing", "[3/4] Building", "[4/4] Saving"):
+    steps = ("[1/5] Recording", "[2/5] Writing", "[3/5] Building", "[4/5] Scoring")
+    for step in (*steps, "[5/5] Saving"):
         assert step in out, step
     assert "Training BC: 100%" in err and "eval_return=" in err
+    # Progress while scoring: over the checkpoints, and FQE's updates in each.
+    assert "[4/5] Scoring: 100%" in err and "FQE iteration 2" in err
     assert example.restore_instructions(summary["checkpoint_dir"]) in out
 
     output_dir = summary["output_dir"]
@@ -57,11 +61,49 @@ def test_main_job_reports_and_writes_its_results(run):
     assert all(math.isfinite(r["loss"]) for r in results["iterations"])
     assert results["iterations"][-1]["eval_return_mean"] == summary["eval_return_mean"]
     assert summary["eval_return_mean"] > 0
-    # The off-policy estimate of the same policy, from the recorded data.
-    estimate = summary["off_policy_estimate"]
-    assert estimate["fqe_ci_low"] <= estimate["fqe"] <= estimate["fqe_ci_high"]
-    assert "Off-policy estimate from the recorded episodes alone" in out
+    # Every iteration scored off-policy; the best kept next to the last, and
+    # the time spent scoring reported apart from training's.
+    ope = summary["off_policy_selection"]
+    scores = {int(i): s for i, s in ope["estimates"].items()}
+    assert sorted(scores) == [1, 2] and ope["fqe_updates"] == 200
+    for score in scores.values():
+        assert score["fqe_ci_low"] <= score["fqe"] <= score["fqe_ci_high"]
+    assert ope["kept_iteration"] == max(scores, key=lambda i: scores[i]["fqe"])
+    assert ope["last_iteration"] == 2
+    evaluated = {r["iteration"]: r for r in results["iterations"]}
+    assert (
+        ope["kept_eval_return_mean"]
+        == (evaluated[ope["kept_iteration"]]["eval_return_mean"])
+    )
+    assert ope["last_eval_return_mean"] == summary["eval_return_mean"]
+    assert ope["time_s"] > 0 and summary["train_s"] > 0
+    assert sum(r["time_s"] for r in results["iterations"]) == pytest.approx(
+        summary["train_s"]
+    )
+    assert not os.path.exists(os.path.join(output_dir, example.ITERATIONS_DIR))
+    assert example.selection_report(ope, 0.99) in out
+    assert f"kept {example.BEST_CHECKPOINT_DIR}/: iteration" in out
     assert os.path.getsize(os.path.join(output_dir, example.PLOT_FILE)) > 0
+
+
+@pytest.mark.timeout(300)
+def test_kept_checkpoint_holds_the_iteration_that_ope_ranked_best(run):
+    _, summary, _, _ = run
+    ope = summary["off_policy_selection"]
+    kept = _checkpointed_module(ope["kept_checkpoint_dir"])
+    last = _checkpointed_module(summary["checkpoint_dir"])
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    algo = Algorithm.from_checkpoint(ope["kept_checkpoint_dir"])
+    try:
+        assert algo.iteration == ope["kept_iteration"]
+    finally:
+        algo.stop()
+    same = all(
+        np.array_equal(kept.get_state()[k], v) for k, v in last.get_state().items()
+    )
+    # Two training iterations move the weights: only the last one equals the last.
+    assert same == (ope["kept_iteration"] == ope["last_iteration"])
 
 
 @pytest.mark.timeout(300)
