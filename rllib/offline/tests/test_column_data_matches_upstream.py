@@ -125,7 +125,7 @@ def test_bc_cql_iql_losses_identical(tmp_path):
     cartpole = write_column_data(tmp_path / "cartpole", "CartPole-v1", 64, 0)
     pendulum = write_column_data(tmp_path / "pendulum", "Pendulum-v1", 64, 0)
     env = {"CARTPOLE_DATA": cartpole, "PENDULUM_DATA": pendulum}
-    upstream, fork = run_in_both_modes(SCENARIO, env=env, timeout=240)
+    upstream, fork = run_in_both_modes(SCENARIO, env=env, timeout=420)
     for name in ("bc", "cql", "iql"):
         assert len(upstream[name]) == 2 and upstream[name][0], upstream
     assert_same(upstream["bc"], fork["bc"], path="bc")
