@@ -13,6 +13,8 @@ one exists:
   evaluation env runner, else None.
 """
 
+import pathlib
+
 from ray.rllib.algorithms import algorithm as _upstream
 from ray.rllib.core import COMPONENT_LEARNER_GROUP, DEFAULT_MODULE_ID
 from ray.rllib.utils.checkpoints import Checkpointable
@@ -27,8 +29,6 @@ def restore_from_path(self, path, *args, **kwargs):
         return _upstream_restore_from_path(self, path, *args, **kwargs)
     Checkpointable.restore_from_path(self, path, *args, **kwargs)
     if self.eval_env_runner_group is not None and self.learner_group is not None:
-        import pathlib
-
         if (pathlib.Path(path) / COMPONENT_LEARNER_GROUP).is_dir():
             self.eval_env_runner_group.sync_weights(
                 from_worker_or_learner_group=self.learner_group,
