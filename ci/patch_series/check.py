@@ -149,6 +149,11 @@ def run_tests(cwd: pathlib.Path, tests: List[str], xml: pathlib.Path, env: Dict)
         "-q",
         "-p",
         "no:cacheprovider",
+        # The series adds no `tests/__init__.py`: test modules keep their
+        # package names (`ray.rllib.offline.tests.test_x`), so that classes
+        # defined in them unpickle in Ray's worker processes.
+        "-o",
+        "consider_namespace_packages=true",
         f"--junitxml={xml}",
         *tests,
     ]
