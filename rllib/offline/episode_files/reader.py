@@ -31,6 +31,11 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.util.annotations import PublicAPI
 
 from rllib.env.utils.infinite_lookback_buffer import restore_buffer_data
+from rllib.offline.episode_files.action_units import (
+    ACTION_UNITS_KEY,
+    ActionRescaling,
+    check_action_units,
+)
 from rllib.offline.episode_files.filesystem import resolve_filesystem
 from rllib.offline.episode_files.multi_agent_state import (
     is_multi_agent_state,
@@ -220,12 +225,7 @@ def read_spaces(
     Raises:
         ValueError: If two files record different spaces (both are named).
     """
-    fs, files = list_episode_files(path, filesystem=filesystem)
-    return agreed_spaces(
-        files,
-        filesystem=fs,
-        fix="Read them separately, or keep one kind of episode per directory.",
-    )
+    return _agreed_metadata_under(path, filesystem)[0]
 
 
 def agreed_spaces(
@@ -249,23 +249,99 @@ def agreed_spaces(
     Raises:
         ValueError: If two files record different spaces (both are named).
     """
-    found: Dict[str, Tuple[gym.Space, str]] = {}
+    return agreed_metadata(files, filesystem=filesystem, fix=fix, where=where)[0]
+
+
+def agreed_metadata(
+    files: Sequence[str],
+    *,
+    filesystem: Optional[pa_fs.FileSystem],
+    fix: str,
+    where: str = "",
+) -> Tuple[Tuple[Optional[gym.Space], Optional[gym.Space]], Optional[str]]:
+    """The spaces and the action units recorded with `files`, which must agree.
+
+    Reads each file's metadata once. Arguments as `agreed_spaces`.
+
+    Returns:
+        `((observation_space, action_space), action_units)`; None where no
+        file records one.
+
+    Raises:
+        ValueError: If two files record different spaces or action units
+            (both files are named).
+    """
+    found: Dict[str, Tuple[Any, str]] = {}
     for file in files:
-        spaces = spaces_from_metadata(read_file_metadata(file, filesystem=filesystem))
-        for name, space in zip(("observation_space", "action_space"), spaces):
-            if space is None:
+        metadata = read_file_metadata(file, filesystem=filesystem)
+        spaces = spaces_from_metadata(metadata)
+        units = action_units_from_metadata(metadata, file)
+        for name, value in zip(
+            ("observation_space", "action_space", ACTION_UNITS_KEY), (*spaces, units)
+        ):
+            if value is None:
                 continue
             if name not in found:
-                found[name] = (space, file)
-            elif found[name][0] != space:
+                found[name] = (value, file)
+            elif found[name][0] != value:
                 raise ValueError(
                     f"Episode files{where} disagree on the `{name}`: "
                     f"`{found[name][1]}` records {found[name][0]}, `{file}` "
-                    f"records {space}. {fix}"
+                    f"records {value}. {fix}"
                 )
-    return (
+    spaces = (
         found.get("observation_space", (None,))[0],
         found.get("action_space", (None,))[0],
+    )
+    return spaces, found.get(ACTION_UNITS_KEY, (None,))[0]
+
+
+def action_units_from_metadata(
+    metadata: Optional[Dict[str, Any]], file: str = "?"
+) -> Optional[str]:
+    """The `action_units` a file's metadata records, None if it records none.
+
+    Raises:
+        ValueError: Naming `file`, if the value is not a known unit.
+    """
+    units = (metadata or {}).get(ACTION_UNITS_KEY)
+    try:
+        return check_action_units(units, ACTION_UNITS_KEY)
+    except ValueError as error:
+        raise ValueError(
+            f"Episode file `{file}`: {error} Re-write the file with "
+            "`EpisodeWriter(action_units=...)`."
+        ) from None
+
+
+@PublicAPI(stability="alpha")
+def read_action_units(
+    path: PathLike, *, filesystem: Optional[pa_fs.FileSystem] = None
+) -> Optional[str]:
+    """Returns the units the episodes' actions are recorded in.
+
+    Args:
+        path: A file, a directory, or a list of them.
+        filesystem: A `pyarrow.fs.FileSystem`; None infers it from `path`.
+
+    Returns:
+        "env" (the environment's units), "normalized" ([-1, 1] on bounded
+        `Box` leaves, as RLlib's recorder stores them) or None if no file
+        records the units (files from ray 2.60 or hand-rolled writers).
+
+    Raises:
+        ValueError: If two files record different units (both are named).
+    """
+    return _agreed_metadata_under(path, filesystem)[1]
+
+
+def _agreed_metadata_under(path: PathLike, filesystem: Optional[pa_fs.FileSystem]):
+    """`agreed_metadata` of the episode files under `path`."""
+    fs, files = list_episode_files(path, filesystem=filesystem)
+    return agreed_metadata(
+        files,
+        filesystem=fs,
+        fix="Read them separately, or keep one kind of episode per directory.",
     )
 
 
@@ -308,6 +384,7 @@ def decode_episode(
     *,
     observation_space: Optional[Any] = None,
     action_space: Optional[Any] = None,
+    action_rescaling: Optional[ActionRescaling] = None,
 ) -> Union[SingleAgentEpisode, MultiAgentEpisode]:
     """Rebuilds an episode from an `item` payload (compressed or not).
 
@@ -317,6 +394,8 @@ def decode_episode(
             observations come back as tuples rather than lists. For a
             `MultiAgentEpisode`, a dict of spaces by agent id.
         action_space: Same for actions.
+        action_rescaling: Maps the recorded actions to the units a module
+            acts in (see `action_units`); None keeps them as recorded.
 
     Returns:
         The `SingleAgentEpisode`, or the `MultiAgentEpisode` (its
@@ -331,10 +410,11 @@ def decode_episode(
                 agent_episode,
                 (observation_space or {}).get(agent_id),
                 (action_space or {}).get(agent_id),
+                action_rescaling,
             )
         return episode
     episode = SingleAgentEpisode.from_state(state)
-    _restore_spaces(episode, observation_space, action_space)
+    _restore_spaces(episode, observation_space, action_space, action_rescaling)
     return episode
 
 
@@ -342,11 +422,19 @@ def _restore_spaces(
     episode: SingleAgentEpisode,
     observation_space: Optional[gym.Space],
     action_space: Optional[gym.Space],
+    action_rescaling: Optional[ActionRescaling] = None,
 ) -> None:
     _restore_buffer(
         episode.observations, observation_space or episode.observation_space
     )
-    _restore_buffer(episode.actions, action_space or episode.action_space)
+    action_space = action_space or episode.action_space
+    _restore_buffer(episode.actions, action_space)
+    if action_rescaling is not None:
+        buffer = episode.actions
+        if buffer.finalized:
+            buffer.data = action_rescaling(buffer.data, action_space)
+        else:
+            buffer.data = [action_rescaling(a, action_space) for a in buffer.data]
 
 
 def describe_row(
@@ -450,6 +538,7 @@ __all__ = [
     "decode_episode",
     "list_episode_files",
     "read_episodes",
+    "read_action_units",
     "read_file_metadata",
     "read_spaces",
 ]

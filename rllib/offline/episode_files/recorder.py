@@ -31,6 +31,10 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.util.annotations import PublicAPI
 
+from rllib.offline.episode_files.action_units import (
+    NORMALIZED,
+    module_action_units,
+)
 from rllib.offline.episode_files.filesystem import (
     CLOUD_FILESYSTEMS,
     as_pyarrow,
@@ -189,6 +193,10 @@ class EpisodeRecorder:
         filesystem: A pyarrow or fsspec filesystem, or None for the one of
             `directory`.
         logger: Where the recorder logs (the EnvRunner's module logger).
+        action_units: The units of the recorded actions, recorded in the
+            files: an EnvRunner's episodes hold its module's actions, in
+            [-1, 1] with `normalize_actions=True` ("normalized"), in the
+            environment's units without ("env").
     """
 
     def __init__(
@@ -205,8 +213,10 @@ class EpisodeRecorder:
         write_method_kwargs: Optional[Dict[str, Any]],
         filesystem: Optional[Any],
         logger: logging.Logger,
+        action_units: str = NORMALIZED,
     ):
         self.directory = directory
+        self.action_units = action_units
         self.run_names = run_names
         self.observation_space = observation_space
         self.action_space = action_space
@@ -269,6 +279,7 @@ class EpisodeRecorder:
             write_method_kwargs=config.output_write_method_kwargs,
             filesystem=filesystem,
             logger=logger,
+            action_units=module_action_units(config.normalize_actions),
         )
 
     def record(
@@ -470,5 +481,6 @@ class EpisodeRecorder:
                 ),
                 filesystem=as_pyarrow(self.filesystem),
                 file_name=self.run_names.file_name,
+                action_units=self.action_units,
             )
         return self.writer

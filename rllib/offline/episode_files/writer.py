@@ -66,6 +66,11 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.util.annotations import PublicAPI
 
+from rllib.offline.episode_files.action_units import (
+    ACTION_UNITS_KEY,
+    ENV_UNITS,
+    check_action_units,
+)
 from rllib.offline.episode_files.file_sink import EpisodeFileSink, commit_unclosed
 from rllib.offline.episode_files.filesystem import resolve_filesystem
 from rllib.offline.episode_files.multi_agent_state import (
@@ -140,6 +145,14 @@ class EpisodeWriter:
             in ".parquet", with no part starting with "." or "_". Names must be
             unique: an existing file is never replaced.
         validate: Whether to check episodes (done, lengths, spaces) on write.
+        action_units: The units of the actions written, recorded in the file
+            metadata so that training maps them to its module's: "env" (the
+            environment's own units, as `env.step()` takes them; the default
+            for data you collect yourself) or "normalized" ([-1, 1] on each
+            bounded `Box` leaf, what an RLlib module with
+            `normalize_actions=True` outputs and RLlib's recorder stores).
+            None records nothing; training then takes the actions as they
+            are unless `config.offline_data(input_action_units=...)` says.
         buffer_bytes: Encoded bytes buffered before a row group is flushed.
 
     Raises:
@@ -162,6 +175,7 @@ class EpisodeWriter:
         file_prefix: Optional[str] = None,
         file_name: Optional[Callable[[int], str]] = None,
         validate: bool = True,
+        action_units: Optional[str] = ENV_UNITS,
         buffer_bytes: int = _DEFAULT_BUFFER_BYTES,
     ):
         if not isinstance(max_rows_per_file, int) or max_rows_per_file < 1:
@@ -180,6 +194,7 @@ class EpisodeWriter:
                 f"a relative file name, got `{type(file_name).__name__}`."
             )
         self._compression = check_codec(compression)
+        self.action_units = check_action_units(action_units, "action_units")
         filesystem, directory = resolve_filesystem(path, filesystem)
         filesystem.create_dir(directory, recursive=True)
         self.observation_space = observation_space
@@ -369,6 +384,8 @@ class EpisodeWriter:
             "compression": self._compression,
             **self._space_specs,
         }
+        if self.action_units is not None:
+            metadata[ACTION_UNITS_KEY] = self.action_units
         return pa.schema(
             [
                 (ITEM_COLUMN, pa.binary()),

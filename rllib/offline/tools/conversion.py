@@ -24,6 +24,7 @@ import gymnasium as gym
 import pyarrow.fs as pa_fs
 from ray.util.annotations import PublicAPI
 
+from rllib.offline.episode_files.action_units import ACTION_UNITS_KEY
 from rllib.offline.episode_files.filesystem import resolve_filesystem
 from rllib.offline.episode_files.reader import PathLike, decode_episode
 from rllib.offline.episode_files.writer import EpisodeWriter
@@ -167,6 +168,25 @@ def _resolve_spaces(
 
 
 @PublicAPI(stability="alpha")
+def _recorded_action_units(files) -> Optional[str]:
+    """The action units the source records (kept in the copy), None if no file
+    records them (the copy then records none either)."""
+    found = {}
+    for episode_file in files:
+        units = (episode_file.metadata or {}).get(ACTION_UNITS_KEY)
+        if units is not None:
+            found.setdefault(units, episode_file.path)
+    if len(found) > 1:
+        listed = ", ".join(
+            f"`{path}` records {units!r}" for units, path in found.items()
+        )
+        raise ConversionError(
+            f"The source's files disagree on their action units ({listed}). "
+            "Convert the files of each kind separately."
+        )
+    return next(iter(found), None)
+
+
 def convert_dataset(
     source: PathLike,
     destination: str,
@@ -216,6 +236,7 @@ def convert_dataset(
     files = open_episode_files(source)
     path = check_destination(destination, overwrite)
     spaces = _resolve_spaces(files, observation_space, action_space)
+    action_units = _recorded_action_units(files)
     result = ConversionResult(destination=path)
     with _Staging(path) as staging:
         writer = EpisodeWriter(
@@ -225,6 +246,7 @@ def convert_dataset(
             max_rows_per_file=max_rows_per_file,
             compression=compression,
             parquet_compression=parquet_compression,
+            action_units=action_units,
         )
         with writer, progress_bar(count_rows(files), "convert", progress) as bar:
             for episode_file in files:
