@@ -77,6 +77,7 @@ FILES: Dict[str, str] = {
     "rllib/examples/offline_rl/tests/test_train_on_external_episodes.py": MEDIUM,
     "rllib/examples/offline_rl/tests/test_train_with_dict_observations.py": MEDIUM,
     "rllib/offline/off_policy_estimation/tests/test_estimators.py": SMALL,
+    "rllib/offline/tests/test_action_units.py": MEDIUM,
     "rllib/offline/tests/test_beyond_memory.py": MEDIUM,
     "rllib/offline/tests/test_cloud_input.py": MEDIUM,
     "rllib/offline/tests/test_column_data_matches_upstream.py": LARGE,

@@ -195,10 +195,13 @@ SERIES: List[Topic] = [
             "`EpisodeWriter` streams finished `SingleAgentEpisode`s (or\n"
             "`MultiAgentEpisode`s) into parquet files with bounded rows per file and\n"
             "atomic commits; `read_episodes` loads them back. The files train with\n"
-            "`offline_data(input_read_episodes=True)` unchanged."
+            "`offline_data(input_read_episodes=True)` unchanged. The files record\n"
+            "the units of their actions (`action_units`: the environment's, the\n"
+            "default for data users collect, or normalized)."
         ),
         files=[
             "rllib/examples/offline_rl/scripted_cartpole.py",
+            "rllib/offline/episode_files/action_units.py",
             "rllib/offline/episode_files/writer.py",
             "rllib/offline/episode_files/reader.py",
         ],
@@ -404,7 +407,10 @@ SERIES: List[Topic] = [
             "the same number of updates per `train()`, so DDP Learners never\n"
             "wait on each other (#55419: `OfflineData.sample` broken for\n"
             "multiple learners). The recorded spaces are checked once, on the\n"
-            "driver, at `build_algo()`."
+            "driver, at `build_algo()`. Recorded actions are mapped to the units\n"
+            "the module acts in, on every path: files record their units, and\n"
+            "`offline_data(input_action_units=...)` states them for files that\n"
+            "do not (with a warning when such actions fall outside [-1, 1])."
         ),
         files=[
             "rllib/offline/in_memory/shard_sampler.py",
@@ -763,6 +769,21 @@ SERIES: List[Topic] = [
         ),
         files=["rllib/examples/offline_rl/scripted_continuous_control.py"],
         tests=["rllib/examples/offline_rl/tests/test_scripted_continuous_control.py"],
+    ),
+    Topic(
+        slug="action-units-end-to-end",
+        subject="[RLlib] Tests: recorded action units reach the module in its units",
+        description=(
+            "A Pendulum controller's torques, written in env units, train BC whose\n"
+            "EnvRunner sends the controller's torques (in memory, streaming, and\n"
+            "from hand-rolled payloads with `input_action_units`); read as\n"
+            "normalized they come out doubled. Also the mapping's values on every\n"
+            "decoder, column data, the warning and errors, and off-policy\n"
+            "evaluation's units. (After the continuous-control datasets, whose\n"
+            "controller the test records.)"
+        ),
+        files=[],
+        tests=["rllib/offline/tests/test_action_units.py"],
     ),
     Topic(
         slug="sac-concat-q-encoder",

@@ -72,7 +72,7 @@ def decoded_bytes(path: str) -> int:
             updates=1,
         )
     )
-    filesystem, files, _ = list_input_episodes(config)
+    filesystem, files, _, _ = list_input_episodes(config)
     return decoded_size(
         files,
         filesystem=filesystem,

@@ -42,6 +42,7 @@ FINGERPRINTS = {
             },
             "ray.rllib.algorithms.algorithm_config": {
                 "AlgorithmConfig._validate_offline_settings": "5bb6df38321ac94f",
+                "AlgorithmConfig.offline_data": "db0fceb1774e97a7",
             },
             "ray.rllib.algorithms.cql.torch.cql_torch_learner": {
                 "CQLTorchLearner.compute_gradients": "65aae76b033613d7",

@@ -11,30 +11,72 @@
   config on the new API stack that records (``output`` set) with no
   ``env_runner_cls`` of its own, it selects the
   fork's ``OfflineMultiAgentEnvRunner``, where upstream's ``EnvRunnerGroup``
-  would refuse ("Multi-agent recording is not supported, yet."). Then
+  would refuse ("Multi-agent recording is not supported, yet."). The
+  action units the files record (`EpisodeWriter(action_units=...)`) become
+  ``input_action_units``, which every process that maps actions reads. Then
   upstream's checks run.
+- ``AlgorithmConfig.offline_data`` takes ``input_action_units``: the units of
+  the actions in files that do not record them.
 """
 
 import logging
+from typing import Optional
 
 from ray.rllib.algorithms import algorithm_config as _upstream
+from ray.rllib.utils.from_config import NotProvided
 
 logger = logging.getLogger("ray." + __name__)
 
 _upstream_validate_offline_settings = (
     _upstream.AlgorithmConfig._validate_offline_settings
 )
+_upstream_offline_data = _upstream.AlgorithmConfig.offline_data
+
+
+def offline_data(
+    self, *, input_action_units: Optional[str] = NotProvided, **kwargs
+) -> "_upstream.AlgorithmConfig":
+    """Sets the config's offline data settings.
+
+    Takes every argument of ray's `AlgorithmConfig.offline_data`, and:
+
+    Args:
+        input_action_units: The units the actions in `input_` are in, for
+            episode files that do not record them (files written by
+            `EpisodeWriter` do; hand-rolled files and ray 2.60's recorder do
+            not): "env" for the environment's own units (what `env.step()`
+            takes: a controller's or a robot's log), "normalized" for [-1, 1]
+            on each bounded `Box` leaf (what a module with
+            `normalize_actions=True` outputs). Training maps the actions to
+            the units the module acts in: with `normalize_actions=True`
+            (the default), "env" actions are scaled to [-1, 1]. None (the
+            default) follows the files and otherwise takes the actions as
+            they are, warning when they fall outside [-1, 1]. Setting units
+            that contradict the files' record fails at `build_algo()`.
+        **kwargs: The other arguments of `AlgorithmConfig.offline_data`.
+
+    Returns:
+        This updated AlgorithmConfig object.
+    """
+    if input_action_units is not NotProvided:
+        from rllib.offline.episode_files.action_units import check_action_units
+
+        self.input_action_units = check_action_units(
+            input_action_units, "input_action_units"
+        )
+    return _upstream_offline_data(self, **kwargs)
 
 
 def _validate_offline_settings(self) -> None:
     if self.is_offline and self.input_read_episodes:
         from rllib.offline.offline_data import (
-            recorded_spaces_of_input,
+            recorded_input_metadata,
             take_recorded_agent_spaces,
         )
 
         # One listing of the input serves both kinds of episodes.
-        recorded = recorded_spaces_of_input(self)
+        recorded, action_units = recorded_input_metadata(self) or (None, None)
+        _take_recorded_action_units(self, action_units)
         per_agent = recorded is not None and any(
             isinstance(space, dict) for space in recorded
         )
@@ -70,6 +112,23 @@ def _select_multi_agent_recorder(config) -> None:
     config.env_runner_cls = OfflineMultiAgentEnvRunner
 
 
+def _take_recorded_action_units(config, recorded) -> None:
+    """Sets `input_action_units` to the units the files record, so that every
+    process that maps the actions (Learners, Ray Data workers, evaluation
+    runners) reads them from the config; fails if the config says otherwise."""
+    from rllib.offline.episode_files.action_units import input_action_units
+
+    configured = getattr(config, "input_action_units", None)
+    units = input_action_units(recorded, configured, config.input_)
+    if units != configured:
+        config.input_action_units = units
+        logger.info(
+            "`input_action_units=%r` taken from the episode files under %s.",
+            units,
+            config.input_,
+        )
+
+
 def _take_or_check_recorded_spaces(config, recorded) -> None:
     from rllib.offline.offline_data import check_recorded_spaces
 
@@ -93,4 +152,5 @@ def _take_or_check_recorded_spaces(config, recorded) -> None:
 #: replaces.
 REPLACES = {
     "AlgorithmConfig._validate_offline_settings": _validate_offline_settings,
+    "AlgorithmConfig.offline_data": offline_data,
 }

@@ -54,14 +54,26 @@ from ray.rllib.utils.annotations import override
 from ray.util.annotations import PublicAPI
 
 from rllib._fork.cluster_check import fork_stamp
+from rllib.offline.episode_files.action_units import (
+    ENV_UNITS,
+    NORMALIZED,
+    ActionRescaling,
+    action_rescaling,
+    actions_outside_normalized_range,
+    has_rescaled_leaves,
+    input_action_units,
+)
 from rllib.offline.episode_files.filesystem import (
     as_pyarrow,
     input_filesystem,
     is_fsspec,
+    resolve_filesystem,
 )
 from rllib.offline.episode_files.reader import (
-    agreed_spaces,
+    agreed_metadata,
+    iter_payloads,
     list_episode_files,
+    open_parquet,
 )
 from rllib.offline.in_memory.block_cache import (
     DEFAULT_DRAWS_PER_TIMESTEP,
@@ -70,7 +82,7 @@ from rllib.offline.in_memory.block_cache import (
     CachedEpisodeShard,
     plan_cached_shards,
 )
-from rllib.offline.in_memory.columns import agent_to_module_fn
+from rllib.offline.in_memory.columns import agent_to_module_fn, decode_episode_columns
 from rllib.offline.in_memory.memory_budget import (
     DEFAULT_BUDGET_SHARE,  # noqa: F401 (re-exported)
     MEMORY_BUDGET_KEY,
@@ -112,6 +124,8 @@ class OfflineData(_upstream.OfflineData):
             None,
             None,
         )
+        #: The units the files record for their actions (None: not recorded).
+        self._recorded_action_units: Optional[str] = None
         self._spaces: Optional[Dict[str, Any]] = None
         self._plan: Optional[DecodePlan] = None
         self._estimated_bytes: Optional[int] = None
@@ -197,12 +211,44 @@ class OfflineData(_upstream.OfflineData):
         self._data = dataset
 
     def _read_episode_files(self, config) -> None:
-        """Lists the input files and reads the spaces recorded in them."""
+        """Lists the input files and reads the spaces and action units
+        recorded in them."""
         (
             self._episode_filesystem,
             self._episode_files,
             self._recorded_spaces,
+            self._recorded_action_units,
         ) = list_input_episodes(config)
+        units = input_action_units(
+            self._recorded_action_units,
+            getattr(config, "input_action_units", None),
+            config.input_,
+        )
+        if units is None and config.normalize_actions:
+            warn_if_actions_look_unnormalized(
+                self._episode_files,
+                self._episode_filesystem,
+                self._recorded_spaces[1] or config.action_space,
+            )
+
+    @property
+    def action_units(self) -> Optional[str]:
+        """The units of the recorded actions: as the files record them, else
+        as `config.offline_data(input_action_units=...)` states; None if
+        neither says (the actions are then taken as they are)."""
+        return input_action_units(
+            self._recorded_action_units,
+            getattr(self.config, "input_action_units", None),
+            self.config.input_,
+        )
+
+    def action_rescaling(self) -> Optional[ActionRescaling]:
+        """How training maps the recorded actions to its module's units."""
+        return action_rescaling(
+            self.action_units,
+            normalize_actions=self.config.normalize_actions,
+            action_space=self._decode_spaces()[1],
+        )
 
     def _decode_spaces(self) -> Tuple[Optional[gym.Space], Optional[gym.Space]]:
         """The spaces that restore Tuple structure when decoding."""
@@ -218,6 +264,7 @@ class OfflineData(_upstream.OfflineData):
             "observation_space": observation_space,
             "action_space": action_space,
             "policy_mapping_fn": agent_to_module_fn(self.config),
+            "action_rescaling": self.action_rescaling(),
         }
 
     def _start_decoding(self) -> None:
@@ -517,15 +564,16 @@ class OfflineData(_upstream.OfflineData):
 
 
 def list_input_episodes(config):
-    """Lists `config.input_`'s episode files and the spaces recorded in them.
+    """Lists `config.input_`'s episode files and what they record.
 
     Returns:
-        `(filesystem, files, (observation_space, action_space))`; a space is
-        None where no file records it.
+        `(filesystem, files, (observation_space, action_space),
+        action_units)`; a space or the units are None where no file records
+        them.
 
     Raises:
         FileNotFoundError: If a path does not exist or holds no parquet file.
-        ValueError: If files record different spaces.
+        ValueError: If files record different spaces or action units.
     """
     inputs = config.input_
     paths = inputs if isinstance(inputs, list) else [inputs]
@@ -543,14 +591,62 @@ def list_input_episodes(config):
             "`input_read_episodes=True`, `input_` names the directories (or "
             "files) that `EpisodeWriter` or the recorder wrote."
         ) from None
-    spaces = agreed_spaces(
+    spaces, action_units = agreed_metadata(
         files,
         filesystem=filesystem,
         where=f" under `{config.input_}`",
         fix="Train on one kind of episode per run (separate directories), or "
         "re-record the odd files.",
     )
-    return filesystem, files, spaces
+    return filesystem, files, spaces, action_units
+
+
+def warn_if_actions_look_unnormalized(files, filesystem, action_space) -> None:
+    """Warns if files that record no action units hold actions beyond
+    [-1, 1] on a `Box` whose bounds are not [-1, 1].
+
+    With `normalize_actions=True` the module acts in [-1, 1], so such
+    actions are most likely in the environment's units. Looks at the first
+    episode of up to 4 files.
+    """
+    if isinstance(action_space, dict) or not has_rescaled_leaves(action_space):
+        return
+    for path in files[:4]:
+        actions = _first_episode_actions(path, filesystem, action_space)
+        largest = actions_outside_normalized_range(actions, action_space)
+        if largest is not None:
+            logger.warning(
+                "Episode file `%s` holds actions up to %.3g in absolute value, "
+                "outside [-1, 1], but records no action units, so training "
+                "reads them as normalized: with `normalize_actions=True` the "
+                "module acts in [-1, 1] and the EnvRunner scales its actions "
+                "to %s. If the file holds actions in the environment's units, "
+                "set `config.offline_data(input_action_units=%r)` (training "
+                "then maps them to [-1, 1]); if they are normalized, set %r.",
+                path,
+                largest,
+                action_space,
+                ENV_UNITS,
+                NORMALIZED,
+            )
+            return
+
+
+def _first_episode_actions(path, filesystem, action_space) -> Optional[Any]:
+    """The actions of the first episode in `path`; None if it has none or
+    does not decode (training names undecodable rows)."""
+    if filesystem is None:
+        filesystem, path = resolve_filesystem(path)
+    with filesystem.open_input_file(path) as handle:
+        rows = iter_payloads(open_parquet(handle, path), path, batch_size=1)
+        for _, payload, _ in rows:
+            try:
+                return decode_episode_columns(
+                    payload, action_space=action_space
+                ).actions
+            except Exception:
+                return None
+    return None
 
 
 def recorded_spaces_of_input(config):
@@ -561,11 +657,19 @@ def recorded_spaces_of_input(config):
     Raises:
         As :func:`list_input_episodes`.
     """
+    recorded = recorded_input_metadata(config)
+    return None if recorded is None else recorded[0]
+
+
+def recorded_input_metadata(config):
+    """`(spaces, action_units)` recorded with `config.input_`'s episodes, as
+    `list_input_episodes` reads them; None where `recorded_spaces_of_input`
+    returns None."""
     if config.input_read_method != "read_parquet" or not isinstance(
         config.input_, (str, list)
     ):
         return None
-    return list_input_episodes(config)[2]
+    return list_input_episodes(config)[2:]
 
 
 def take_recorded_agent_spaces(config, spaces) -> None:

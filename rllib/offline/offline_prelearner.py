@@ -56,6 +56,7 @@ from ray.util.annotations import PublicAPI
 
 from rllib._fork.cluster_check import ForkStamp, check_fork
 from rllib.core.learner.value_targets import add_value_targets_to_batch
+from rllib.offline.episode_files.action_units import action_rescaling
 from rllib.offline.episode_files.payload import ITEM_COLUMN
 from rllib.offline.episode_files.reader import cannot_decode_error
 from rllib.offline.in_memory.batch_builder import (
@@ -144,6 +145,15 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
                 )
             else:
                 self._rows_carry_value_target_inputs = True
+        #: Maps recorded actions to the units the module acts in (None: as
+        #: recorded); the driver put the files' units into the config.
+        self.action_rescaling = None
+        if self.config.input_read_episodes:
+            self.action_rescaling = action_rescaling(
+                getattr(self.config, "input_action_units", None),
+                normalize_actions=self.config.normalize_actions,
+                action_space=self.action_space,
+            )
         self._set_up_columnar_path()
         if self._rows_carry_value_target_inputs and self._batch_builder is None:
             # The general path builds rows without GAE or bootstrap rows; each
@@ -270,6 +280,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
             observation_space=observation_space,
             action_space=action_space,
             policy_mapping_fn=self._policy_mapping_fn,
+            action_rescaling=self.action_rescaling,
         )
 
     def _sample_and_build(
@@ -424,6 +435,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
                         payload,
                         observation_space=self.observation_space,
                         action_space=self.action_space,
+                        action_rescaling=self.action_rescaling,
                     )
                 )
             except Exception as error:

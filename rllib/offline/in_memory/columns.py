@@ -31,6 +31,7 @@ from ray.rllib.utils.serialization import gym_space_from_dict
 from ray.rllib.utils.spaces.space_utils import batch
 
 from rllib.env.utils.infinite_lookback_buffer import restore_space_structure
+from rllib.offline.episode_files.action_units import ActionRescaling
 from rllib.offline.episode_files.multi_agent_state import (
     agent_key,
     is_multi_agent_state,
@@ -165,6 +166,7 @@ def episode_columns_from_state(
     *,
     observation_space: Optional[gym.Space] = None,
     action_space: Optional[gym.Space] = None,
+    action_rescaling: Optional[ActionRescaling] = None,
 ) -> EpisodeColumns:
     """Builds `EpisodeColumns` from a `SingleAgentEpisode` state.
 
@@ -174,6 +176,9 @@ def episode_columns_from_state(
             still be msgpack_numpy's raw maps).
         observation_space: Restores the tuples of Tuple observations.
         action_space: Same for actions.
+        action_rescaling: Maps the actions to the units the module acts in
+            (with `action_space`, or the one the state records); None keeps
+            them as recorded.
 
     Raises:
         ValueError: If the stored buffers have inconsistent lengths.
@@ -195,6 +200,10 @@ def episode_columns_from_state(
                 f"`{name}` holds {found} rows after its lookback, expected "
                 f"{expected} for {num_steps} rewards"
             )
+    if action_rescaling is not None:
+        if action_space is None and state.get("_action_space"):
+            action_space = _space_from_packed(msgpack.packb(state["_action_space"]))
+        actions = action_rescaling(actions, action_space)
     return EpisodeColumns(
         id_=state["id_"],
         observations=observations,
@@ -210,15 +219,20 @@ def decode_episode_columns(
     *,
     observation_space: Optional[gym.Space] = None,
     action_space: Optional[gym.Space] = None,
+    action_rescaling: Optional[ActionRescaling] = None,
 ) -> EpisodeColumns:
     """Decodes one `item` payload (compressed or not) into `EpisodeColumns`.
 
     The payload is unpacked without msgpack_numpy's per-map hook; arrays are
-    decoded afterwards, per buffer (see `_stack`).
+    decoded afterwards, per buffer (see `_stack`). Arguments as
+    `episode_columns_from_state`.
     """
     state = msgpack.unpackb(decompress_payload(payload), strict_map_key=False)
     return episode_columns_from_state(
-        state, observation_space=observation_space, action_space=action_space
+        state,
+        observation_space=observation_space,
+        action_space=action_space,
+        action_rescaling=action_rescaling,
     )
 
 
@@ -228,6 +242,7 @@ def decode_module_columns(
     observation_space: Optional[Any] = None,
     action_space: Optional[Any] = None,
     policy_mapping_fn: Optional[Callable] = None,
+    action_rescaling: Optional[ActionRescaling] = None,
 ) -> List[Tuple[str, EpisodeColumns]]:
     """Decodes one `item` payload into `(module_id, EpisodeColumns)` pairs.
 
@@ -245,11 +260,16 @@ def decode_module_columns(
             rows, called with the row's `MultiAgentEpisode` (decoded once per
             row, only when a function is given); None maps every agent to
             the default module.
+        action_rescaling: Maps each agent's actions to the units its module
+            acts in, with the agent's action space; None keeps them.
     """
     state = msgpack.unpackb(decompress_payload(payload), strict_map_key=False)
     if not is_multi_agent_state(state):
         columns = episode_columns_from_state(
-            state, observation_space=observation_space, action_space=action_space
+            state,
+            observation_space=observation_space,
+            action_space=action_space,
+            action_rescaling=action_rescaling,
         )
         return [(DEFAULT_MODULE_ID, columns)]
     episode = None
@@ -272,6 +292,7 @@ def decode_module_columns(
             action_space=_agent_space(
                 action_space, agent_id, agent_state["_action_space"]
             ),
+            action_rescaling=action_rescaling,
         )
         if len(columns) == 0:
             continue

@@ -29,6 +29,7 @@ from ray.rllib.policy.sample_batch import MultiAgentBatch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from rllib._fork.cluster_check import RequiresFork
+from rllib.offline.episode_files.action_units import ActionRescaling
 from rllib.offline.episode_files.reader import (
     cannot_decode_error,
     describe_row,
@@ -230,6 +231,7 @@ class EpisodeStore:
         action_space: Optional[Any],
         min_ranges: int = 1,
         policy_mapping_fn: Optional[Callable] = None,
+        action_rescaling: Optional[ActionRescaling] = None,
         plan: Optional[DecodePlan] = None,
         task_options: Optional[Dict[str, Any]] = None,
         max_in_flight: Optional[int] = None,
@@ -245,6 +247,8 @@ class EpisodeStore:
             action_space: Same for actions.
             policy_mapping_fn: Maps the agents of multi-agent episodes to
                 modules (see `decode_module_columns`).
+            action_rescaling: Maps the recorded actions to the units the
+                module acts in; None keeps them as recorded.
             min_ranges: Split the files into at least this many ranges (as
                 many as there are rows at most), e.g. one per Learner.
             plan: The ranges, if already planned (`plan`).
@@ -263,6 +267,7 @@ class EpisodeStore:
             "observation_space": observation_space,
             "action_space": action_space,
             "policy_mapping_fn": policy_mapping_fn,
+            "action_rescaling": action_rescaling,
         }
         if not shard_nodes and plan.payload_bytes <= DRIVER_DECODE_BYTES:
             # Small data decodes faster here than a Ray worker starts up.
@@ -470,6 +475,7 @@ def decode_row_range(
     observation_space: Optional[Any],
     action_space: Optional[Any],
     policy_mapping_fn: Optional[Callable] = None,
+    action_rescaling: Optional[ActionRescaling] = None,
 ) -> Tuple[List[EpisodeBlock], Dict[str, int]]:
     """Reads and decodes one row range into blocks, one per module with steps.
 
@@ -504,6 +510,7 @@ def decode_row_range(
                 observation_space,
                 action_space,
                 policy_mapping_fn,
+                action_rescaling,
             )
             for module_id, episode in pairs:
                 if len(episode):
@@ -521,7 +528,14 @@ def decode_row_range(
 
 
 def _decode_row(
-    payload, row, episode_id, path, observation_space, action_space, mapping_fn
+    payload,
+    row,
+    episode_id,
+    path,
+    observation_space,
+    action_space,
+    mapping_fn,
+    action_rescaling,
 ):
     try:
         pairs = decode_module_columns(
@@ -529,6 +543,7 @@ def _decode_row(
             observation_space=observation_space,
             action_space=action_space,
             policy_mapping_fn=mapping_fn,
+            action_rescaling=action_rescaling,
         )
     except Exception as error:
         raise cannot_decode_error(describe_row(row, episode_id, path), error) from error

@@ -45,7 +45,7 @@ def episode_dir(tmp_path_factory):
 
 def _files(path):
     config = BCConfig().offline_data(input_=[path], input_read_episodes=True)
-    filesystem, files, _ = list_input_episodes(config)
+    filesystem, files, _, _ = list_input_episodes(config)
     return filesystem, files
 
 

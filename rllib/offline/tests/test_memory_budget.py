@@ -49,7 +49,7 @@ def _config(path, env, num_learners=0, budget=None):
 @pytest.mark.timeout(120)
 def test_the_estimate_is_close_to_the_decoded_size(ray_cluster, episode_dir):
     path, env = episode_dir
-    filesystem, files, _ = list_input_episodes(_config(path, env))
+    filesystem, files, _, _ = list_input_episodes(_config(path, env))
     kwargs = {
         "filesystem": filesystem,
         "observation_space": env.observation_space,
@@ -66,7 +66,7 @@ def test_the_estimate_is_close_to_the_decoded_size(ray_cluster, episode_dir):
 @pytest.mark.timeout(120)
 def test_decoding_tasks_in_flight_are_bounded(ray_cluster, episode_dir, monkeypatch):
     path, env = episode_dir
-    filesystem, files, _ = list_input_episodes(_config(path, env))
+    filesystem, files, _, _ = list_input_episodes(_config(path, env))
     # Decode in Ray tasks even though the data is small.
     monkeypatch.setattr(episode_store, "DRIVER_DECODE_BYTES", 0)
     store = EpisodeStore.start(

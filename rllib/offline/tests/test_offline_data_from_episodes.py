@@ -204,7 +204,7 @@ def test_shards_are_disjoint_and_balanced(ray_cluster, writer_dir):
     from rllib.offline.offline_data import list_input_episodes
 
     config = _config(writer_dir, env="CartPole-v1")
-    filesystem, files, _ = list_input_episodes(config)
+    filesystem, files, _, _ = list_input_episodes(config)
     store = EpisodeStore.start(
         files,
         filesystem=filesystem,
