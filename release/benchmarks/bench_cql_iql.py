@@ -11,12 +11,15 @@ random / medium / expert behaviour), the same episodes are trained on by
 
 The RLlib sides read the episodes as users hand-roll them (msgpack'd
 `SingleAgentEpisode.get_state()` rows, the seed report's format, which ray
-2.60 reads too), with the actions mapped to [-1, 1]: RLlib's CQL and IQL
-modules act in those units (`normalize_actions=True`, the default; its
-EnvRunners map them back to the action box, and its recorder stores them),
-and fed raw Pendulum torques in [-2, 2] their squashed Gaussian gives every
-action beyond 1 the same clamped log-probability (IQL then scored -9 on
-expert data after 2,000 updates, d3rlpy 102). d3rlpy gets the same
+2.60 reads too). The fork reads them as the controller logged them, in the
+environment's units, with `config.offline_data(input_action_units="env")`:
+it maps them to the [-1, 1] its CQL and IQL modules act in
+(`normalize_actions=True`, the default; the EnvRunners map the modules'
+actions back to the box). Ray 2.60 cannot map them (fed raw Pendulum torques
+in [-2, 2] its squashed Gaussian gives every action beyond 1 the same clamped
+log-probability: IQL scored -9 on expert data after 2,000 updates, d3rlpy
+102), so its side reads a copy rescaled to [-1, 1] by hand, as its users
+must write it. d3rlpy gets the same
 transitions as arrays in the env's units (it scales them itself). All sides use
 batch 256, gamma 0.99, the same update budget, seeds and evaluation points.
 With `--hparams matched` (the default) RLlib runs d3rlpy's settings (`MATCHED`
@@ -108,11 +111,16 @@ def write_data(task: str, quality: str, num_timesteps: int, directory: str):
     )
 
     episodes = record_episodes(task, quality, num_timesteps, seed=0)
-    payload_dir = os.path.join(directory, "payloads")
-    os.makedirs(payload_dir)
-    write_hand_rolled_files(
-        [normalized_actions(e) for e in episodes], payload_dir, num_files=4
-    )
+    payload_dirs = {
+        # The controller's log as written: torques in the env's units.
+        "env": os.path.join(directory, "payloads-env-units"),
+        # Rescaled by hand, for ray 2.60, which cannot map them.
+        "normalized": os.path.join(directory, "payloads-normalized"),
+    }
+    for units, payload_dir in payload_dirs.items():
+        os.makedirs(payload_dir)
+        copies = episodes if units == "env" else map(normalized_actions, episodes)
+        write_hand_rolled_files(list(copies), payload_dir, num_files=4)
     arrays = {
         "observations": [],
         "actions": [],
@@ -132,13 +140,13 @@ def write_data(task: str, quality: str, num_timesteps: int, directory: str):
     npz = os.path.join(directory, "transitions.npz")
     np.savez(npz, **{k: np.concatenate(v) for k, v in arrays.items()})
     returns = [e.get_return() for e in episodes]
-    return payload_dir, npz, float(np.mean(returns)), len(episodes)
+    return payload_dirs, npz, float(np.mean(returns)), len(episodes)
 
 
 def normalized_actions(episode):
     """A copy of `episode` with its actions mapped from the action box to
     [-1, 1], the units RLlib's modules act in (`normalize_actions=True`, the
-    default) and RLlib's own recorder stores."""
+    default) and RLlib's own recorder stores: what a ray 2.60 user must write."""
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
     space = episode.action_space
@@ -192,6 +200,9 @@ def _config(args):
     import gymnasium as gym
 
     env = gym.make(args.env_id)
+    units = {}
+    if args.action_units is not None:
+        units["input_action_units"] = args.action_units
     learner_config = {}
     if getattr(args, "memory_budget", None) is not None:
         learner_config["offline_data_memory_budget"] = int(args.memory_budget)
@@ -207,6 +218,7 @@ def _config(args):
         .offline_data(
             input_=[args.data],
             input_read_episodes=True,
+            **units,
             input_read_method_kwargs={"override_num_blocks": 4},
             dataset_num_iters_per_learner=args.iteration_updates,
             map_batches_kwargs={"compute": ActorPoolStrategy(size=1), "num_cpus": 1},
@@ -304,7 +316,7 @@ def rllib_child(args) -> dict:
 # ---------------------------------------------------------------- driver
 
 
-def run_side(side, algo, env_id, payload_dir, npz, args, workdir, seed) -> dict:
+def run_side(side, algo, env_id, payload_dirs, npz, args, workdir, seed) -> dict:
     out = os.path.join(workdir, f"{side}-{algo}-{seed}.json")
     common = [
         "--algo",
@@ -334,7 +346,11 @@ def run_side(side, algo, env_id, payload_dir, npz, args, workdir, seed) -> dict:
         timeout = args.timeout
     else:
         seconds = args.upstream_seconds if side == "upstream" else args.timeout
-        cmd = [sys.executable, __file__, "--child", "--data", payload_dir]
+        if side == "upstream":
+            data = ["--data", payload_dirs["normalized"]]
+        else:
+            data = ["--data", payload_dirs["env"], "--action-units", "env"]
+        cmd = [sys.executable, __file__, "--child", *data]
         cmd += common + threads + ["--max-seconds", str(seconds), "--out", out]
         cmd += ["--hparams", args.hparams]
         # `train()` calls of a few updates, so the time cap can stop upstream.
@@ -533,6 +549,7 @@ def parse_args(argv: List[str] = None) -> argparse.Namespace:
     parser.add_argument("--chart", help="write learning curves (PNG) here")
     # Child-only arguments.
     parser.add_argument("--data", help=argparse.SUPPRESS)
+    parser.add_argument("--action-units", help=argparse.SUPPRESS)
     parser.add_argument("--algo", help=argparse.SUPPRESS)
     parser.add_argument("--env-id", help=argparse.SUPPRESS)
     parser.add_argument("--max-seconds", type=float, help=argparse.SUPPRESS)
