@@ -93,6 +93,7 @@ FILES: Dict[str, str] = {
     "rllib/offline/tests/test_multi_agent_training.py": MEDIUM,
     "rllib/offline/tests/test_multi_node.py": LARGE,
     "rllib/offline/tests/test_offline_data_from_episodes.py": MEDIUM,
+    "rllib/offline/tests/test_quiet_output.py": MEDIUM,
     "rllib/offline/tests/test_episode_recorder.py": MEDIUM,
     "rllib/offline/tests/test_offline_multi_agent_env_runner.py": MEDIUM,
     "rllib/offline/tests/test_prelearner_decodes_episodes.py": SMALL,

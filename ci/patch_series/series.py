@@ -440,6 +440,24 @@ SERIES: List[Topic] = [
         ),
     ),
     Topic(
+        slug="examples-quiet-output",
+        subject="[RLlib] Offline examples: drop warnings a user cannot act on",
+        description=(
+            "The offline examples and the episode tools log only what their user\n"
+            "can act on: ray's new-API-stack notice, the `RLModule(config=...)`\n"
+            "deprecation that `RLModule.__init__` triggers itself and the gputil\n"
+            "hint are dropped on the driver, with Ray Data's progress bars;\n"
+            "`--verbose` keeps them."
+        ),
+        files=[
+            # The tools package arrives here; its other modules with
+            # `episode-tools`.
+            "rllib/offline/tools/__init__.py",
+            "rllib/offline/tools/quiet_output.py",
+        ],
+        tests=["rllib/offline/tests/test_quiet_output.py"],
+    ),
+    Topic(
         slug="nested-observations-end-to-end",
         subject="[RLlib] Tests: Dict and Tuple observations train end to end",
         description=(
@@ -592,7 +610,6 @@ SERIES: List[Topic] = [
             "an example uses it to choose among BC checkpoints."
         ),
         files=[
-            "rllib/offline/tools/__init__.py",
             "rllib/offline/tools/inspection.py",
             "rllib/offline/tools/conversion.py",
             "rllib/offline/tools/cli.py",

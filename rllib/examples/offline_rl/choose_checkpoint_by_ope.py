@@ -37,6 +37,7 @@ from rllib.offline.tools.ope_command import (
     rank_estimator,
     score_checkpoints,
 )
+from rllib.offline.tools.quiet_output import quiet_output
 
 GAMMA = 0.99
 
@@ -54,6 +55,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--verify", action="store_true")
     parser.add_argument("--verify-episodes", type=int, default=50)
     parser.add_argument("--output-dir", default=None)
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="Keep ray's warnings that need no action here and Ray Data's "
+        "progress bars.",
+    )
     return parser.parse_args(argv)
 
 
@@ -126,6 +133,7 @@ def true_returns(checkpoints: List[str], num_episodes: int) -> Dict[str, float]:
 
 def main(argv=None) -> Dict[str, object]:
     args = parse_args(argv)
+    quiet_output(args.verbose)
     out_dir = args.output_dir or tempfile.mkdtemp(prefix="choose_by_ope_")
     data_dir = os.path.join(out_dir, "episodes")
     record(data_dir, args.num_episodes, args.epsilon)

@@ -38,6 +38,7 @@ from typing import Any, Dict, Optional
 
 from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
 from ray.rllib.offline.episode_files.writer import write_episodes
+from ray.rllib.offline.tools.quiet_output import quiet_output
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, EVALUATION_RESULTS
 from ray.tune.registry import register_env
 
@@ -80,6 +81,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="Where the episodes go (default: a temporary directory).",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="Keep ray's warnings that need no action here and Ray Data's "
+        "progress bars.",
+    )
     return parser.parse_args(argv)
 
 
@@ -167,6 +174,7 @@ def train(config, iterations: int, *, stop_at: Optional[float] = None):
 
 def main(argv=None) -> Dict[Any, float]:
     args = parse_args(argv)
+    quiet_output(args.verbose)
     import ray
 
     ray.init(num_cpus=max(4, os.cpu_count() or 1), ignore_reinit_error=True)

@@ -83,6 +83,7 @@ from ray.rllib.core import (
 )
 from ray.rllib.offline.episode_files.reader import read_episodes, read_spaces
 from ray.rllib.offline.episode_files.writer import EpisodeWriter
+from ray.rllib.offline.tools.quiet_output import quiet_output
 from ray.rllib.utils.metrics import (
     ALL_MODULES,
     ENV_RUNNER_RESULTS,
@@ -172,6 +173,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         f"`{BEST_CHECKPOINT_DIR}`)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="Keep ray's warnings that need no action here and Ray Data's "
+        "progress bars.",
+    )
     return parser.parse_args(argv)
 
 
@@ -445,6 +452,7 @@ def _step(message: str) -> float:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    quiet_output(args.verbose)
     if args.plot:  # Fail now, not after training, if matplotlib is missing.
         require_matplotlib()
     output_dir = prepare_output_dir(args.output_dir)

@@ -45,6 +45,7 @@ import numpy as np
 import ray
 from ray.data import ActorPoolStrategy
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.offline.tools.quiet_output import quiet_output
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     EPISODE_RETURN_MEAN,
@@ -92,6 +93,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         "temp dir). Both are replaced if they exist.",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="Keep ray's warnings that need no action here and Ray Data's "
+        "progress bars.",
+    )
     return parser.parse_args(argv)
 
 
@@ -168,6 +175,7 @@ def build_config(args: argparse.Namespace, data_dir: str, env_id: str):
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    quiet_output(args.verbose)
     output_dir = args.output_dir or tempfile.mkdtemp(prefix="minari-bc-")
     # Minari finds (and `DataCollector` creates) datasets under this root.
     os.environ["MINARI_DATASETS_PATH"] = os.path.join(output_dir, "minari")

@@ -37,6 +37,7 @@ from ray.data import ActorPoolStrategy
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.offline.episode_files.writer import write_episodes
+from ray.rllib.offline.tools.quiet_output import quiet_output
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     EPISODE_RETURN_MEAN,
@@ -73,6 +74,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--output-dir", default=None, help="Where to write (default: a temp dir)."
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="Keep ray's warnings that need no action here and Ray Data's "
+        "progress bars.",
+    )
     return parser.parse_args(argv)
 
 
@@ -123,6 +130,7 @@ def build_config(args: argparse.Namespace, data_dir: str):
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    quiet_output(args.verbose)
     data_dir = args.output_dir or tempfile.mkdtemp(prefix="dict-obs-episodes-")
     register_env(ENV_NAME, lambda config: DictCartPole(config))
 

@@ -21,6 +21,7 @@ from rllib.offline.episode_files.reader import read_episodes
 from rllib.offline.off_policy_estimation import ALL_ESTIMATORS, FQEConfig
 from rllib.offline.off_policy_estimation.estimate import evaluate_module
 from rllib.offline.tools.inspection import progress_bar
+from rllib.offline.tools.quiet_output import quiet_output
 
 torch, _ = try_import_torch()
 
@@ -104,6 +105,12 @@ def add_ope_command(commands, formatter_class, add_progress) -> None:
     ope.add_argument("--deterministic", action="store_true")
     ope.add_argument("--seed", type=int, default=0)
     ope.add_argument("--json", action="store_true", help="print JSON, not a table")
+    ope.add_argument(
+        "--verbose",
+        action="store_true",
+        help="keep ray's warnings that need no action here (see "
+        "rllib.offline.tools.quiet_output)",
+    )
     add_progress(ope)
 
 
@@ -253,6 +260,7 @@ def run_ope(args: argparse.Namespace, progress: bool) -> int:
         raise ValueError(
             f"`--torch-threads` must be 1 or more, got {args.torch_threads}."
         )
+    quiet_output(args.verbose)
     threads = torch.get_num_threads()
     torch.set_num_threads(args.torch_threads)
     try:
