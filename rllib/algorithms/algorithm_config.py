@@ -41,18 +41,17 @@ def offline_data(
     Takes every argument of ray's `AlgorithmConfig.offline_data`, and:
 
     Args:
-        input_action_units: The units the actions in `input_` are in, for
-            episode files that do not record them (files written by
-            `EpisodeWriter` do; hand-rolled files and ray 2.60's recorder do
-            not): "env" for the environment's own units (what `env.step()`
-            takes: a controller's or a robot's log), "normalized" for [-1, 1]
-            on each bounded `Box` leaf (what a module with
-            `normalize_actions=True` outputs). Training maps the actions to
-            the units the module acts in: with `normalize_actions=True`
-            (the default), "env" actions are scaled to [-1, 1]. None (the
-            default) follows the files and otherwise takes the actions as
-            they are, warning when they fall outside [-1, 1]. Setting units
-            that contradict the files' record fails at `build_algo()`.
+        input_action_units: The units the actions in `input_` are in, for data that does
+            not record them (files written by `EpisodeWriter` do; hand-rolled episode
+            files, ray 2.60's recorder and column data, `input_read_episodes=False`, do
+            not): "env" for the environment's own units (what `env.step()` takes: a
+            controller's or a robot's log), "normalized" for [-1, 1] on each bounded
+            `Box` leaf (what a module with `normalize_actions=True` outputs). Training
+            maps the actions to the units the module acts in: with
+            `normalize_actions=True` (the default), "env" actions are scaled to [-1, 1].
+            None (the default) follows the files and otherwise takes the actions as they
+            are, warning when they fall outside [-1, 1]. Setting units that contradict
+            the files' record fails at `build_algo()`.
         **kwargs: The other arguments of `AlgorithmConfig.offline_data`.
 
     Returns:

@@ -147,13 +147,11 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
                 self._rows_carry_value_target_inputs = True
         #: Maps recorded actions to the units the module acts in (None: as
         #: recorded); the driver put the files' units into the config.
-        self.action_rescaling = None
-        if self.config.input_read_episodes:
-            self.action_rescaling = action_rescaling(
-                getattr(self.config, "input_action_units", None),
-                normalize_actions=self.config.normalize_actions,
-                action_space=self.action_space,
-            )
+        self.action_rescaling = action_rescaling(
+            getattr(self.config, "input_action_units", None),
+            normalize_actions=self.config.normalize_actions,
+            action_space=self.action_space,
+        )
         self._set_up_columnar_path()
         if self._rows_carry_value_target_inputs and self._batch_builder is None:
             # The general path builds rows without GAE or bootstrap rows; each
@@ -336,13 +334,24 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
             return self._buffer_and_sample(self._decode_episodes(batch))
         if self.config.input_read_sample_batches:
             episodes = self._map_sample_batch_to_episode(batch, to_numpy=True)
-            return self._buffer_and_sample(episodes["episodes"])
+            return self._buffer_and_sample(self._rescale_actions(episodes["episodes"]))
         # Tabular rows: each row is a one-step episode, bootstrapping at its
         # next observation (there is no episode to look further into).
         episodes = self._map_to_episodes(batch, to_numpy=False)["episodes"]
+        episodes = self._rescale_actions(episodes)
         if self._rows_carry_value_target_inputs:
             for episode in episodes:
                 _add_slice_value_target_inputs(episode, self.config.gamma)
+        return episodes
+
+    def _rescale_actions(
+        self, episodes: List[SingleAgentEpisode]
+    ) -> List[SingleAgentEpisode]:
+        """Column data: maps the actions to the module's units in place, as
+        `config.offline_data(input_action_units=...)` states them."""
+        if self.action_rescaling is not None:
+            for episode in episodes:
+                self.action_rescaling.apply_to_episode(episode, self.action_space)
         return episodes
 
     def _buffer_and_sample(

@@ -134,6 +134,16 @@ class ActionRescaling:
     def describe(self) -> str:
         return f"from {self.source!r} to {self.target!r} units"
 
+    def apply_to_episode(self, episode: Any, space: Optional[gym.Space]) -> None:
+        """Rescales a `SingleAgentEpisode`'s actions in place (its lookback
+        included), whether its buffers hold arrays or per-step lists."""
+        buffer = episode.actions
+        space = space or episode.action_space
+        if buffer.finalized:
+            buffer.data = self(buffer.data, space)
+        else:
+            buffer.data = [self(action, space) for action in buffer.data]
+
 
 def action_rescaling(
     data_units: Optional[str],

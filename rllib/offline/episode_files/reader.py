@@ -430,11 +430,7 @@ def _restore_spaces(
     action_space = action_space or episode.action_space
     _restore_buffer(episode.actions, action_space)
     if action_rescaling is not None:
-        buffer = episode.actions
-        if buffer.finalized:
-            buffer.data = action_rescaling(buffer.data, action_space)
-        else:
-            buffer.data = [action_rescaling(a, action_space) for a in buffer.data]
+        action_rescaling.apply_to_episode(episode, action_space)
 
 
 def describe_row(

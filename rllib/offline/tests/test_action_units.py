@@ -186,6 +186,57 @@ def test_every_decoder_maps_the_actions_it_decodes():
     np.testing.assert_array_equal(by_agent["switch"].actions, [0, 1, 0])
 
 
+def _prelearner_actions(config, batch):
+    """The actions in the train batch the prelearner builds from `batch`."""
+    from rllib.offline.offline_prelearner import OfflinePreLearner
+
+    spaces = (config.observation_space, config.action_space)
+    prelearner = OfflinePreLearner(
+        config=config,
+        spaces=spaces,
+        module_spec=config.get_multi_rl_module_spec(spaces={DEFAULT_MODULE_ID: spaces}),
+        compute_value_targets=False,
+    )
+    out = prelearner(batch)
+    return np.asarray(out[f"{DEFAULT_MODULE_ID}/{Columns.ACTIONS}"])
+
+
+def test_column_data_actions_follow_the_stated_units():
+    """Column data (one transition per row) records no units: with
+    `input_action_units="env"` its actions reach the module in [-1, 1]."""
+    torques = np.array([[1.5], [-2.0], [0.4], [-0.6]], np.float32)
+    observations = np.zeros((4, 3), np.float32)
+    batch = {
+        "obs": observations,
+        "new_obs": observations,
+        "actions": torques,
+        "rewards": np.zeros(4, np.float32),
+        "terminateds": np.array([False, False, False, True]),
+        "truncateds": np.zeros(4, bool),
+        "eps_id": np.array(["a", "a", "a", "a"]),
+    }
+    config = (
+        BCConfig()
+        .environment(
+            observation_space=gym.make("Pendulum-v1").observation_space,
+            action_space=TORQUE,
+        )
+        .training(train_batch_size_per_learner=4)
+        .offline_data(input_="unused", input_read_episodes=False)
+    )
+    # As ray 2.60 reads them: unchanged.
+    np.testing.assert_allclose(
+        np.sort(_prelearner_actions(config, dict(batch)), axis=0),
+        np.sort(torques, axis=0),
+    )
+    config.offline_data(input_action_units=ENV_UNITS)
+    np.testing.assert_allclose(
+        np.sort(_prelearner_actions(config, dict(batch)), axis=0),
+        np.sort(torques / 2.0, axis=0),
+        atol=1e-7,
+    )
+
+
 # -- the record in the files -----------------------------------------------------
 
 
