@@ -20,6 +20,7 @@ FINGERPRINTS = {
             "ray.rllib.algorithms.marwil.marwil_learner": "d02d4cc0ecc9bca15cb4617a9e19bb6fbcadf6865bdf8da6fecc8b210604d1ad",
             "ray.rllib.algorithms.marwil.torch.marwil_torch_learner": "17f1f28901c0fff5362ec5f5a10fb0ad23383625ec4c8cc89be45f34e9ba6f3e",
             "ray.rllib.algorithms.sac.sac_catalog": "fceb4fd2cb54f19700dd67e12114c5be2663c3d81df4f61e527e0a50d8f5accd",
+            "ray.rllib.algorithms.sac.torch.sac_torch_learner": "48c7d51ad9e0b75f237b2c6161cc07f1a2de85a8602e965cd7500301be2e2384",
             "ray.rllib.core.distribution.torch.torch_distribution": "84bebdfd6c36d1e3f64ea0d83d2d3373337f4d15298c7aa25791f2120bbd6aaa",
             "ray.rllib.core.learner.differentiable_learner": "99d49e67a258943e52c1456c46ecaecfcb91e586907189f3ef5ec19e5ddfa929",
             "ray.rllib.core.learner.learner": "e10cd42bf5987d6674888da620a1d0e3fc9e2634b40224b9bb29892b176fcaed",
@@ -47,6 +48,7 @@ FINGERPRINTS = {
             "ray.rllib.algorithms.cql.torch.cql_torch_learner": {
                 "CQLTorchLearner.compute_gradients": "65aae76b033613d7",
                 "CQLTorchLearner.compute_loss_for_module": "77d0ba62f5996e78",
+                "CQLTorchLearner.configure_optimizers_for_module": "ade0249804ca9881",
             },
             "ray.rllib.algorithms.iql.iql": {
                 "IQLConfig.validate": "f8c044e801f0ad2b",

@@ -63,7 +63,8 @@ def average_over_learners(learner, grads: Dict) -> Dict:
 
     One all-reduce of all gradients, concatenated in an order every Learner
     shares: modules by id, each module's parameters by name, then its
-    temperature `curr_log_alpha` if it has one (parameter refs are objects
+    temperature `curr_log_alpha` and CQL's Lagrangian weight
+    `curr_log_alpha_prime` where it has them (parameter refs are objects
     that differ between processes).
     """
     import torch.distributed as dist
@@ -74,12 +75,15 @@ def average_over_learners(learner, grads: Dict) -> Dict:
     if world_size < 2:
         return grads
     log_alphas = getattr(learner, "curr_log_alpha", {})
+    log_alpha_primes = getattr(learner, "curr_log_alpha_prime", {})
     refs = []
     for module_id in sorted(learner.module.keys()):
         module = learner.module[module_id].unwrapped()
         params = [param for _, param in sorted(module.named_parameters())]
         if module_id in log_alphas:
             params.append(log_alphas[module_id])
+        if module_id in log_alpha_primes:
+            params.append(log_alpha_primes[module_id])
         refs += [learner.get_param_ref(param) for param in params]
     refs = [ref for ref in refs if ref in grads]
     if len(refs) != len(grads):

@@ -10,8 +10,9 @@ from ray.rllib.core.columns import Columns
 OBS_SPACE = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 
 
-def build_learner(high, twin_q=True, bc_iters=0):
-    """A CQL Learner for 2-dim actions in `[-high, high]`, gamma 0.9."""
+def build_learner(high, twin_q=True, bc_iters=0, **training):
+    """A CQL Learner for 2-dim actions in `[-high, high]`, gamma 0.9
+    (`training`: more `CQLConfig.training` settings)."""
     action_space = gym.spaces.Box(-high, high, (2,), np.float32)
     config = (
         CQLConfig()
@@ -23,6 +24,7 @@ def build_learner(high, twin_q=True, bc_iters=0):
             gamma=0.9,
             # "auto"'s value; resolved lazily from a spec the built Learner drops.
             target_entropy=-2.0,
+            **training,
         )
         .rl_module(model_config={"fcnet_hiddens": [16]})
     )

@@ -16,6 +16,19 @@ corrections, each a behaviour change:
   the bootstrap as if one step had passed. Identical for ``n_step=1`` (CQL's
   default).
 
+With ``lagrangian=True`` the conservative weight is learned, as in the CQL
+paper's Lagrangian form (ray 2.60's new stack ignores the setting): each
+critic's penalty enters its loss as ``alpha' * (penalty - lagrangian_thresh)``
+with ``alpha' = exp(log_alpha')`` (clamped to [0, 1e6]), and ``log_alpha'``
+ascends the penalty's excess over the threshold with its own Adam optimizer
+(``alpha_prime``, at ``critic_lr``, starting from ``alpha' = 1``): it grows
+while the critics value the sampled actions more than the logged ones by more
+than the threshold, and shrinks below it. ``min_q_weight`` still scales the
+penalty.
+
+``CQLTorchLearner.configure_optimizers_for_module`` registers that optimizer
+(SAC's optimizers are registered as before).
+
 ``CQLTorchLearner.compute_gradients`` runs the backward passes in the same
 module order on every Learner and averages the gradients over the Learners
 (``num_learners >= 2``); see ``rllib.core.learner.optimizer_gradients``.
@@ -25,7 +38,9 @@ updates with two Learners and one module, in both modes).
 
 from typing import Dict
 
+import numpy as np
 from ray.rllib.algorithms.cql.cql import CQLConfig
+from ray.rllib.algorithms.cql.torch.cql_torch_learner import CQLTorchLearner
 from ray.rllib.algorithms.sac.sac_learner import (
     LOGPS_KEY,
     QF_LOSS_KEY,
@@ -50,6 +65,36 @@ from rllib.core.learner.optimizer_gradients import (
 )
 
 torch, _ = try_import_torch()
+
+
+#: The optimizer of the Lagrangian conservative weight, and its loss key.
+ALPHA_PRIME = "alpha_prime"
+ALPHA_PRIME_LOSS_KEY = "alpha_prime_loss"
+#: Upper bound of the Lagrangian conservative weight.
+MAX_ALPHA_PRIME = 1e6
+
+
+def configure_optimizers_for_module(
+    self, module_id: ModuleID, config: CQLConfig = None
+) -> None:
+    """SAC's optimizers; with `lagrangian=True` also `alpha_prime`'s."""
+    super(CQLTorchLearner, self).configure_optimizers_for_module(
+        module_id=module_id, config=config
+    )
+    if not config.lagrangian:
+        return
+    if not hasattr(self, "curr_log_alpha_prime"):
+        self.curr_log_alpha_prime = {}
+    # alpha' = 1 at the start.
+    log_alpha_prime = self._get_tensor_variable([np.float32(0.0)], trainable=True)
+    self.curr_log_alpha_prime[module_id] = log_alpha_prime
+    self.register_optimizer(
+        module_id=module_id,
+        optimizer_name=ALPHA_PRIME,
+        optimizer=torch.optim.Adam([log_alpha_prime], eps=1e-7),
+        params=[log_alpha_prime],
+        lr_or_lr_schedule=config.critic_lr,
+    )
 
 
 def random_action_log_density(action_space, device) -> "torch.Tensor":
@@ -112,6 +157,11 @@ def compute_loss_for_module(
     random_density = random_action_log_density(
         module.action_space, fwd_out["actions_curr_repeat"].device
     )
+    alpha_prime = None
+    if config.lagrangian:
+        alpha_prime = torch.clamp(
+            torch.exp(self.curr_log_alpha_prime[module_id]), 0.0, MAX_ALPHA_PRIME
+        )
 
     def critic_loss_of(q_selected, q_rand, q_next, q_curr):
         """SAC's squared TD error plus CQL's conservative penalty."""
@@ -131,7 +181,11 @@ def compute_loss_for_module(
             * config.min_q_weight
             * config.temperature
         ) - q_selected.mean() * config.min_q_weight
-        return td_loss + penalty, penalty
+        if alpha_prime is None:
+            return td_loss + penalty, penalty
+        # The Lagrangian form: the weight times the penalty's excess.
+        excess = penalty - config.lagrangian_thresh
+        return td_loss + alpha_prime.detach()[0] * excess, penalty
 
     critic_loss, cql_loss = critic_loss_of(
         fwd_out[QF_PREDS],
@@ -141,8 +195,9 @@ def compute_loss_for_module(
     )
     td_error = torch.abs(fwd_out[QF_PREDS] - target)
     total_loss = actor_loss + critic_loss + alpha_loss
+    penalties = [cql_loss]
     if config.twin_q:
-        critic_twin_loss, _ = critic_loss_of(
+        critic_twin_loss, twin_penalty = critic_loss_of(
             fwd_out[QF_TWIN_PREDS],
             fwd_out["q_twin_rand_repeat"],
             fwd_out["q_twin_next_repeat"],
@@ -152,6 +207,22 @@ def compute_loss_for_module(
         # The two critics weigh half each in the total (summed in this order
         # so the total's float rounding is upstream's).
         total_loss += 0.5 * critic_twin_loss - 0.5 * critic_loss
+        penalties.append(twin_penalty)
+    if alpha_prime is not None:
+        # Dual ascent: lowering this loss raises alpha' while the critics'
+        # mean penalty exceeds the threshold.
+        excess = torch.stack(penalties).mean().detach() - config.lagrangian_thresh
+        alpha_prime_loss = -(alpha_prime[0] * excess)
+        total_loss = total_loss + alpha_prime_loss
+        self.metrics.log_dict(
+            {
+                ALPHA_PRIME_LOSS_KEY: alpha_prime_loss,
+                "alpha_prime_value": alpha_prime[0],
+            },
+            key=module_id,
+            window=1,
+        )
+        self._temp_losses[(module_id, ALPHA_PRIME_LOSS_KEY)] = alpha_prime_loss
 
     self.metrics.log_dict(
         {
@@ -190,6 +261,9 @@ def compute_gradients(self, loss_per_module: Dict[ModuleID, TensorType], **kwarg
 
 
 REPLACES = {
+    "CQLTorchLearner.configure_optimizers_for_module": (
+        configure_optimizers_for_module
+    ),
     "CQLTorchLearner.compute_loss_for_module": compute_loss_for_module,
     "CQLTorchLearner.compute_gradients": compute_gradients,
 }
