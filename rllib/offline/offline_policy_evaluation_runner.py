@@ -15,7 +15,8 @@ knows the default module. Here:
 - ``OfflinePolicyEvaluationRunner._evaluate``: runs
   :mod:`rllib.offline.off_policy_estimation` per module on the episodes of
   this round: the target policy's probabilities of the *logged* actions,
-  cumulative ratios, discounted with ``config.gamma``. Behaviour
+  cumulative ratios, discounted with ``config.gamma``, with the logged
+  actions in the module's units (``input_action_units``). Behaviour
   probabilities come from recorded ``action_logp`` when every episode has
   them, else from a behaviour model fitted to the data.
 - ``OfflinePolicyEvaluationTypes``: adds "wis", "wpdis", "fqe" and "dr".
@@ -31,7 +32,7 @@ and "dr" when the configured type is one of them.
 
 import math
 from enum import Enum
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Optional
 
 import numpy as np
 from ray.rllib.core import ALL_MODULES
@@ -51,6 +52,10 @@ from ray.rllib.utils.metrics import (
     EPISODE_RETURN_MIN,
 )
 
+from rllib.offline.episode_files.action_units import (
+    ActionRescaling,
+    module_action_units,
+)
 from rllib.offline.episode_files.reader import decode_episode
 from rllib.offline.off_policy_estimation import FQEConfig, evaluate_module
 from rllib.offline.off_policy_estimation.importance_sampling import (
@@ -140,6 +145,17 @@ def _num_steps(episodes: List) -> int:
     )
 
 
+def _action_rescaling(config) -> Optional[ActionRescaling]:
+    """The episodes are decoded as recorded: maps their actions to the
+    modules' units where the data's units (`input_action_units`, taken from
+    the files at `build_algo()`) differ."""
+    units = getattr(config, "input_action_units", None)
+    target = module_action_units(config.normalize_actions)
+    if units is None or units == target:
+        return None
+    return ActionRescaling(units, target)
+
+
 def _estimation_settings(self) -> Dict:
     """`estimate_policy_value` settings from `learner_config_dict`."""
     settings = dict(self.config.learner_config_dict.get(SETTINGS_KEY) or {})
@@ -205,6 +221,7 @@ def _evaluate(self, explore: bool, train: bool) -> Dict:
         gamma=self.config.gamma,
         policy_mapping_fn=self.config.policy_mapping_fn,
         estimators=estimators,
+        action_rescaling=_action_rescaling(self.config),
         **_estimation_settings(self),
     )
     for module_id, result in results.items():

@@ -134,6 +134,26 @@ class ActionRescaling:
     def describe(self) -> str:
         return f"from {self.source!r} to {self.target!r} units"
 
+    def inverse(self) -> "ActionRescaling":
+        """The mapping back, from `target` to `source` units."""
+        return ActionRescaling(self.target, self.source)
+
+    def log_jacobian(self, space: Optional[gym.Space]) -> float:
+        """`log |d target / d source|` summed over the float `Box` dimensions
+        (a constant: the maps are affine inside the box). Adding it to a
+        log-density in `target` units gives the log-density in `source`
+        units."""
+        if self.source == self.target or space is None:
+            return 0.0
+        total = 0.0
+        for leaf in tree.flatten(_space_struct(space)):
+            if not is_rescaled(leaf) or not np.issubdtype(leaf.dtype, np.floating):
+                continue
+            width = np.asarray(leaf.high, np.float64) - np.asarray(leaf.low, np.float64)
+            scale = 2.0 / width if self.target == NORMALIZED else width / 2.0
+            total += float(np.sum(np.log(np.broadcast_to(scale, leaf.shape))))
+        return total
+
     def apply_to_episode(self, episode: Any, space: Optional[gym.Space]) -> None:
         """Rescales a `SingleAgentEpisode`'s actions in place (its lookback
         included), whether its buffers hold arrays or per-step lists."""

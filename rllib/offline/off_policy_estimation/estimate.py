@@ -10,6 +10,7 @@ import numpy as np
 import tree
 from ray.util.annotations import PublicAPI
 
+from rllib.offline.episode_files.action_units import ActionRescaling
 from rllib.offline.off_policy_estimation.behavior_policy import fitted_behavior_logp
 from rllib.offline.off_policy_estimation.bootstrap import bootstrap_intervals
 from rllib.offline.off_policy_estimation.doubly_robust import doubly_robust_values
@@ -314,6 +315,7 @@ def evaluate_module(
     gamma: float,
     policy_mapping_fn: Optional[Callable] = None,
     deterministic: bool = False,
+    action_rescaling: Optional[ActionRescaling] = None,
     **kwargs,
 ) -> Dict[str, PolicyValueEstimate]:
     """Off-policy estimates for every module that acts in `episodes`.
@@ -327,6 +329,8 @@ def evaluate_module(
         policy_mapping_fn: Maps agents of multi-agent episodes without a
             recorded module to module ids.
         deterministic: Evaluate each module's deterministic action.
+        action_rescaling: Maps the recorded actions to the units the modules
+            act in (see `RLModuleTargetPolicy`); None if they share units.
         **kwargs: Passed to `estimate_policy_value`.
 
     Returns:
@@ -349,7 +353,11 @@ def evaluate_module(
         else:
             sub_module = module
         results[module_id] = estimate_policy_value(
-            RLModuleTargetPolicy(sub_module, deterministic=deterministic),
+            RLModuleTargetPolicy(
+                sub_module,
+                deterministic=deterministic,
+                action_rescaling=action_rescaling,
+            ),
             trajectories_from_episodes(module_episodes),
             gamma=gamma,
             observation_space=sub_module.observation_space,

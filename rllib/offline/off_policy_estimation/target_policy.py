@@ -12,6 +12,8 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.utils.framework import try_import_torch
 from ray.util.annotations import PublicAPI
 
+from rllib.offline.episode_files.action_units import ActionRescaling
+
 torch, _ = try_import_torch()
 
 
@@ -71,6 +73,13 @@ class RLModuleTargetPolicy(TargetPolicy):
             (argmax for discrete actions, the mean for continuous ones)
             instead of sampling from it.
         batch_size: Rows per forward pass.
+        action_rescaling: Maps the recorded actions to the units the module
+            acts in (`rllib.offline.episode_files.action_units`), for data
+            whose actions are in other units than the module's (a Pendulum
+            log in env units, a module with `normalize_actions=True`). The
+            policy then speaks the data's units: `logp` takes recorded
+            actions and returns log-densities in their units, `sample`
+            returns actions in them. None: the data is in the module's units.
     """
 
     def __init__(
@@ -80,8 +89,10 @@ class RLModuleTargetPolicy(TargetPolicy):
         *,
         deterministic: bool = False,
         batch_size: int = 4096,
+        action_rescaling: Optional[ActionRescaling] = None,
     ):
         self.module = module
+        self.action_rescaling = action_rescaling
         self.action_space = action_space or module.action_space
         if self.action_space is None:
             raise ValueError(
@@ -146,6 +157,10 @@ class RLModuleTargetPolicy(TargetPolicy):
             with np.errstate(divide="ignore"):
                 return np.log(probs[np.arange(len(index)), index])
         self._check_stochastic("Importance sampling")
+        jacobian = 0.0
+        if self.action_rescaling is not None:
+            actions = self.action_rescaling(np.asarray(actions), self.action_space)
+            jacobian = self.action_rescaling.log_jacobian(self.action_space)
         rows = []
         for start, dist in self._distributions(observations):
             chunk = torch.as_tensor(
@@ -154,7 +169,8 @@ class RLModuleTargetPolicy(TargetPolicy):
                 dtype=self._dtype,
             )
             rows.append(dist.logp(chunk).double().cpu().numpy())
-        return np.concatenate(rows)
+        # A density in module units, as one in the data's units.
+        return np.concatenate(rows) + jacobian
 
     def sample(self, observations: Any, num_samples: int, seed: int) -> np.ndarray:
         torch.manual_seed(seed)
@@ -168,4 +184,7 @@ class RLModuleTargetPolicy(TargetPolicy):
             else:
                 draws = torch.stack([dist.sample() for _ in range(num_samples)], dim=1)
             rows.append(draws.cpu().numpy())
-        return np.concatenate(rows)
+        draws = np.concatenate(rows)
+        if self.action_rescaling is not None:
+            draws = self.action_rescaling.inverse()(draws, self.action_space)
+        return draws

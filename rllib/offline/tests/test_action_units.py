@@ -288,6 +288,66 @@ def test_bad_units_name_the_argument(tmp_path):
         BCConfig().offline_data(input_action_units="raw")
 
 
+# -- off-policy evaluation -----------------------------------------------------
+
+
+def _bc_module():
+    spec = BCConfig().get_default_rl_module_spec()
+    spec.observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    spec.action_space = TORQUE
+    spec.model_config = {"fcnet_hiddens": [8]}
+    return spec.build()
+
+
+def test_target_policy_speaks_the_datas_units():
+    """With env-unit data, OPE's target policy takes logged torques in env
+    units and returns densities and draws in them: the module's density of
+    the halved torque times the Jacobian 1/2, and its draws doubled."""
+    from rllib.offline.off_policy_estimation.target_policy import (
+        RLModuleTargetPolicy,
+    )
+
+    torch.manual_seed(0)
+    module = _bc_module()
+    rng = np.random.default_rng(0)
+    observations = rng.uniform(-1, 1, (5, 3)).astype(np.float32)
+    torques = rng.uniform(-2, 2, (5, 1)).astype(np.float32)
+    in_module_units = RLModuleTargetPolicy(module)
+    in_data_units = RLModuleTargetPolicy(
+        module, action_rescaling=ActionRescaling(ENV_UNITS, NORMALIZED)
+    )
+    np.testing.assert_allclose(
+        in_data_units.logp(observations, torques),
+        in_module_units.logp(observations, torques / 2.0) + np.log(0.5),
+        rtol=1e-6,
+    )
+    np.testing.assert_allclose(
+        in_data_units.sample(observations, 3, seed=1),
+        np.clip(in_module_units.sample(observations, 3, seed=1) * 2.0, -2.0, 2.0),
+        atol=1e-6,
+    )
+
+
+def test_ope_command_maps_recorded_units_to_the_modules(controller_episodes, tmp_path):
+    from rllib.offline.tools.ope_command import data_action_rescaling
+
+    env_dir, norm_dir, hand_dir = (tmp_path / d for d in ("env", "norm", "hand"))
+    write_episodes(controller_episodes[:1], str(env_dir))
+    write_episodes(controller_episodes[:1], str(norm_dir), action_units=NORMALIZED)
+    hand_dir.mkdir()
+    write_hand_rolled_files(controller_episodes[:1], hand_dir)
+    assert data_action_rescaling([str(env_dir)], NORMALIZED) == ActionRescaling(
+        ENV_UNITS, NORMALIZED
+    )
+    assert data_action_rescaling([str(env_dir)], ENV_UNITS) is None
+    assert data_action_rescaling([str(norm_dir)], NORMALIZED) is None
+    assert data_action_rescaling([str(hand_dir), str(env_dir)], NORMALIZED) == (
+        ActionRescaling(ENV_UNITS, NORMALIZED)
+    )
+    with pytest.raises(ValueError, match="record different action units"):
+        data_action_rescaling([str(env_dir), str(norm_dir)], NORMALIZED)
+
+
 # -- training ------------------------------------------------------------------
 
 

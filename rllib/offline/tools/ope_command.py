@@ -12,12 +12,17 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Sequence
 
 from ray.rllib.utils.framework import try_import_torch
 from tqdm import tqdm
 
-from rllib.offline.episode_files.reader import read_episodes
+from rllib.offline.episode_files.action_units import (
+    ACTION_UNITS,
+    NORMALIZED,
+    ActionRescaling,
+)
+from rllib.offline.episode_files.reader import read_action_units, read_episodes
 from rllib.offline.off_policy_estimation import ALL_ESTIMATORS, FQEConfig
 from rllib.offline.off_policy_estimation.estimate import evaluate_module
 from rllib.offline.tools.inspection import progress_bar
@@ -104,6 +109,14 @@ def add_ope_command(commands, formatter_class, add_progress) -> None:
     )
     ope.add_argument("--deterministic", action="store_true")
     ope.add_argument("--seed", type=int, default=0)
+    ope.add_argument(
+        "--module-action-units",
+        choices=ACTION_UNITS,
+        default=NORMALIZED,
+        help="the units the modules act in: 'normalized' (the default: trained "
+        "with normalize_actions=True) or 'env'. Actions of files that record "
+        "other units are mapped to them",
+    )
     ope.add_argument("--json", action="store_true", help="print JSON, not a table")
     ope.add_argument(
         "--verbose",
@@ -139,9 +152,37 @@ def load_modules(checkpoint: str):
         ) from error
 
 
+def data_action_rescaling(
+    paths: Sequence[str], module_units: str
+) -> Optional[ActionRescaling]:
+    """Maps the actions the files record to the modules' units; None where
+    they match or the files record no units (their actions are then taken as
+    the modules' own).
+
+    Raises:
+        ValueError: If the `--data` paths record different units.
+    """
+    found = {}
+    for path in paths:
+        units = read_action_units(path)
+        if units is not None:
+            found.setdefault(units, path)
+    if len(found) > 1:
+        raise ValueError(
+            "The `--data` paths record different action units ("
+            + ", ".join(f"`{path}`: {units!r}" for units, path in found.items())
+            + "). Score each kind of data on its own."
+        )
+    units = next(iter(found), None)
+    if units is None or units == module_units:
+        return None
+    return ActionRescaling(units, module_units)
+
+
 def score_checkpoints(args: argparse.Namespace, progress: bool) -> List[Dict]:
     """One row per checkpoint and module, best first by the ranking estimator."""
     episodes = [ep for path in args.data for ep in read_episodes(path)]
+    rescaling = data_action_rescaling(args.data, args.module_action_units)
     rows = []
     fits_q = any(name in ("fqe", "dr") for name in args.estimators)
     with progress_bar(
@@ -163,6 +204,7 @@ def score_checkpoints(args: argparse.Namespace, progress: bool) -> List[Dict]:
                     gamma=args.gamma,
                     estimators=args.estimators,
                     deterministic=args.deterministic,
+                    action_rescaling=rescaling,
                     fqe_config=FQEConfig(
                         num_updates=args.fqe_updates,
                         horizon=args.horizon,
