@@ -16,7 +16,8 @@
   ``input_action_units``, which every process that maps actions reads. Then
   upstream's checks run.
 - ``AlgorithmConfig.offline_data`` takes ``input_action_units``: the units of
-  the actions in files that do not record them.
+  the actions in files that do not record them. ``actions_in_input_normalized
+  =True`` (old API stack) counts as ``input_action_units="normalized"``.
 """
 
 import logging
@@ -67,6 +68,7 @@ def offline_data(
 
 
 def _validate_offline_settings(self) -> None:
+    _honour_actions_in_input_normalized(self)
     if self.is_offline and self.input_read_episodes:
         from rllib.offline.offline_data import (
             recorded_input_metadata,
@@ -85,6 +87,19 @@ def _validate_offline_settings(self) -> None:
             _take_or_check_recorded_spaces(self, recorded)
     _select_multi_agent_recorder(self)
     _upstream_validate_offline_settings(self)
+
+
+def _honour_actions_in_input_normalized(config) -> None:
+    """The old API stack's `actions_in_input_normalized=True` (the new stack
+    ignores it in ray 2.60) states normalized input actions where
+    `input_action_units` is unset. Its default, False, states nothing: it
+    cannot tell unknown units from environment units."""
+    if not config.is_offline or not config.actions_in_input_normalized:
+        return
+    from rllib.offline.episode_files.action_units import NORMALIZED
+
+    if getattr(config, "input_action_units", None) is None:
+        config.input_action_units = NORMALIZED
 
 
 def _select_multi_agent_recorder(config) -> None:

@@ -201,29 +201,59 @@ def _prelearner_actions(config, batch):
     return np.asarray(out[f"{DEFAULT_MODULE_ID}/{Columns.ACTIONS}"])
 
 
-def test_column_data_actions_follow_the_stated_units():
-    """Column data (one transition per row) records no units: with
-    `input_action_units="env"` its actions reach the module in [-1, 1]."""
-    torques = np.array([[1.5], [-2.0], [0.4], [-0.6]], np.float32)
-    observations = np.zeros((4, 3), np.float32)
-    batch = {
+def _column_batch(actions):
+    """One 4-step episode of column data (a transition per row)."""
+    observations = np.zeros((len(actions), 3), np.float32)
+    return {
         "obs": observations,
         "new_obs": observations,
-        "actions": torques,
-        "rewards": np.zeros(4, np.float32),
-        "terminateds": np.array([False, False, False, True]),
-        "truncateds": np.zeros(4, bool),
-        "eps_id": np.array(["a", "a", "a", "a"]),
+        "actions": actions,
+        "rewards": np.zeros(len(actions), np.float32),
+        "terminateds": np.arange(len(actions)) == len(actions) - 1,
+        "truncateds": np.zeros(len(actions), bool),
+        "eps_id": np.array(["a"] * len(actions)),
     }
-    config = (
+
+
+def _column_config(normalize_actions):
+    """BC on Pendulum column data, 4 rows per train batch (the input is
+    given to the prelearner directly)."""
+    return (
         BCConfig()
         .environment(
             observation_space=gym.make("Pendulum-v1").observation_space,
             action_space=TORQUE,
+            normalize_actions=normalize_actions,
         )
         .training(train_batch_size_per_learner=4)
         .offline_data(input_="unused", input_read_episodes=False)
     )
+
+
+def test_old_stacks_actions_in_input_normalized_states_normalized_units():
+    """`actions_in_input_normalized=True` counts as `input_action_units=
+    "normalized"`: with `normalize_actions=False` the module acts in env
+    units and gets the column data's [-1, 1] actions doubled."""
+    torques = np.array([[0.75], [-1.0], [0.2], [-0.3]], np.float32)
+    batch = _column_batch(torques)
+    config = _column_config(normalize_actions=False).offline_data(
+        actions_in_input_normalized=True
+    )
+    config._validate_offline_settings()
+    assert config.input_action_units == NORMALIZED
+    np.testing.assert_allclose(
+        np.sort(_prelearner_actions(config, batch), axis=0),
+        np.sort(torques * 2.0, axis=0),
+        atol=1e-6,
+    )
+
+
+def test_column_data_actions_follow_the_stated_units():
+    """Column data (one transition per row) records no units: with
+    `input_action_units="env"` its actions reach the module in [-1, 1]."""
+    torques = np.array([[1.5], [-2.0], [0.4], [-0.6]], np.float32)
+    batch = _column_batch(torques)
+    config = _column_config(normalize_actions=True)
     # As ray 2.60 reads them: unchanged.
     np.testing.assert_allclose(
         np.sort(_prelearner_actions(config, dict(batch)), axis=0),
