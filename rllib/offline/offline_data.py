@@ -124,8 +124,10 @@ class OfflineData(_upstream.OfflineData):
             None,
             None,
         )
-        #: The units the files record for their actions (None: not recorded).
-        self._recorded_action_units: Optional[str] = None
+        #: The units of the input's actions: as the files record them, else
+        #: as `config.offline_data(input_action_units=...)` states; None if
+        #: neither says (the actions are then taken as they are).
+        self.action_units: Optional[str] = getattr(config, "input_action_units", None)
         self._spaces: Optional[Dict[str, Any]] = None
         self._plan: Optional[DecodePlan] = None
         self._estimated_bytes: Optional[int] = None
@@ -217,30 +219,17 @@ class OfflineData(_upstream.OfflineData):
             self._episode_filesystem,
             self._episode_files,
             self._recorded_spaces,
-            self._recorded_action_units,
+            recorded_units,
         ) = list_input_episodes(config)
-        units = input_action_units(
-            self._recorded_action_units,
-            getattr(config, "input_action_units", None),
-            config.input_,
+        self.action_units = input_action_units(
+            recorded_units, getattr(config, "input_action_units", None), config.input_
         )
-        if units is None and config.normalize_actions:
+        if self.action_units is None and config.normalize_actions:
             warn_if_actions_look_unnormalized(
                 self._episode_files,
                 self._episode_filesystem,
                 self._recorded_spaces[1] or config.action_space,
             )
-
-    @property
-    def action_units(self) -> Optional[str]:
-        """The units of the recorded actions: as the files record them, else
-        as `config.offline_data(input_action_units=...)` states; None if
-        neither says (the actions are then taken as they are)."""
-        return input_action_units(
-            self._recorded_action_units,
-            getattr(self.config, "input_action_units", None),
-            self.config.input_,
-        )
 
     def action_rescaling(self) -> Optional[ActionRescaling]:
         """How training maps the recorded actions to its module's units."""
@@ -649,22 +638,15 @@ def _first_episode_actions(path, filesystem, action_space) -> Optional[Any]:
     return None
 
 
-def recorded_spaces_of_input(config):
-    """The spaces recorded with `config.input_`'s episodes; None if it is not a
-    list of parquet paths (e.g. a callable input or another read method).
-    For `MultiAgentEpisode`s the spaces are dicts by agent id.
+def recorded_input_metadata(config):
+    """`(spaces, action_units)` recorded with `config.input_`'s episodes, as
+    `list_input_episodes` reads them; None if `input_` is not a list of
+    parquet paths (e.g. a callable input or another read method). For
+    `MultiAgentEpisode`s the spaces are dicts by agent id.
 
     Raises:
         As :func:`list_input_episodes`.
     """
-    recorded = recorded_input_metadata(config)
-    return None if recorded is None else recorded[0]
-
-
-def recorded_input_metadata(config):
-    """`(spaces, action_units)` recorded with `config.input_`'s episodes, as
-    `list_input_episodes` reads them; None where `recorded_spaces_of_input`
-    returns None."""
     if config.input_read_method != "read_parquet" or not isinstance(
         config.input_, (str, list)
     ):
@@ -685,7 +667,7 @@ def take_recorded_agent_spaces(config, spaces) -> None:
     Args:
         config: The algorithm config; its `policies` and spaces may change.
         spaces: `(observation spaces, action spaces)` recorded in the files,
-            dicts by agent id (`recorded_spaces_of_input`).
+            dicts by agent id (`recorded_input_metadata`).
 
     Raises:
         ValueError: If agents mapped to one module were recorded with

@@ -70,11 +70,9 @@ def has_rescaled_leaves(space: Optional[gym.Space]) -> bool:
     """Whether any leaf of `space` has units that `ActionRescaling` changes."""
     if space is None:
         return False
-    return any(is_rescaled(leaf) for leaf in tree.flatten(_space_struct(space)))
-
-
-def _space_struct(space: gym.Space) -> Any:
-    return get_base_struct_from_space(space)
+    return any(
+        is_rescaled(leaf) for leaf in tree.flatten(get_base_struct_from_space(space))
+    )
 
 
 def _normalize_leaf(actions: Any, space: gym.Space) -> Any:
@@ -129,10 +127,7 @@ class ActionRescaling:
                 "...)`."
             )
         leaf = _normalize_leaf if self.target == NORMALIZED else _unsquash_leaf
-        return tree.map_structure(leaf, actions, _space_struct(space))
-
-    def describe(self) -> str:
-        return f"from {self.source!r} to {self.target!r} units"
+        return tree.map_structure(leaf, actions, get_base_struct_from_space(space))
 
     def inverse(self) -> "ActionRescaling":
         """The mapping back, from `target` to `source` units."""
@@ -146,7 +141,7 @@ class ActionRescaling:
         if self.source == self.target or space is None:
             return 0.0
         total = 0.0
-        for leaf in tree.flatten(_space_struct(space)):
+        for leaf in tree.flatten(get_base_struct_from_space(space)):
             if not is_rescaled(leaf) or not np.issubdtype(leaf.dtype, np.floating):
                 continue
             width = np.asarray(leaf.high, np.float64) - np.asarray(leaf.low, np.float64)
@@ -201,7 +196,9 @@ def actions_outside_normalized_range(
     if space is None or actions is None:
         return None
     worst = None
-    for rows, leaf in zip(tree.flatten(actions), tree.flatten(_space_struct(space))):
+    for rows, leaf in zip(
+        tree.flatten(actions), tree.flatten(get_base_struct_from_space(space))
+    ):
         if not is_rescaled(leaf) or not np.issubdtype(leaf.dtype, np.floating):
             continue
         if np.allclose(leaf.low, -1.0) and np.allclose(leaf.high, 1.0):
