@@ -8,6 +8,7 @@ from rllib.offline.off_policy_estimation.estimate import (
     PolicyValueEstimate,
     estimate_policy_value,
     evaluate_module,
+    refit_intervals,
 )
 from rllib.offline.off_policy_estimation.fitted_q_evaluation import (
     FittedQEvaluation,
@@ -35,5 +36,6 @@ __all__ = [
     "episodes_by_module",
     "estimate_policy_value",
     "evaluate_module",
+    "refit_intervals",
     "trajectories_from_episodes",
 ]

@@ -2,8 +2,8 @@
 on every module of a (multi-agent) RLModule.
 """
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, Optional, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -46,7 +46,8 @@ class EstimatorResult:
 
     Attributes:
         value: The estimate.
-        low: Lower end of the bootstrap confidence interval over episodes.
+        low: Lower end of the confidence interval: over episodes, and for
+            "fqe" and "dr" with `fqe_resample_fits` also over FQE's fit.
         high: Upper end.
     """
 
@@ -71,6 +72,13 @@ class PolicyValueEstimate:
             policy's own value, for reference).
         effective_sample_size: Kish's effective number of episodes under the
             final importance weights (NaN if no ratios were computed).
+        fqe_resample_fits: FQE refits behind the "fqe" and "dr" intervals
+            (0: those intervals resample the episodes under one fit).
+        fqe_refit_values: Per estimator ("fqe", "dr"), each refit's estimate
+            on its resampled episodes. The resamples follow
+            `FQEConfig.seed` alone, so two policies estimated with the same
+            FQE seed on the same data are refitted on the same episodes:
+            their refits pair up, for a paired comparison of the two.
     """
 
     estimates: Dict[str, EstimatorResult]
@@ -80,6 +88,8 @@ class PolicyValueEstimate:
     num_steps: int = 0
     logged_return: float = float("nan")
     effective_sample_size: float = float("nan")
+    fqe_resample_fits: int = 0
+    fqe_refit_values: Dict[str, List[float]] = field(default_factory=dict)
     #: Per estimator, each trajectory's term `(E,)` (their mean is the
     #: estimate); not part of `to_dict()`.
     episode_values: Dict[str, np.ndarray] = field(default_factory=dict, repr=False)
@@ -150,6 +160,7 @@ def estimate_policy_value(
     confidence: float = 0.95,
     seed: int = 0,
     on_fqe_update: Optional[Callable[[], None]] = None,
+    fqe_resample_fits: int = 0,
 ) -> PolicyValueEstimate:
     """Estimates `policy`'s discounted return from recorded trajectories.
 
@@ -169,16 +180,29 @@ def estimate_policy_value(
         confidence: The intervals' coverage.
         seed: Seeds the bootstrap and the fitted models.
         on_fqe_update: Called after every FQE update (a progress bar).
+        fqe_resample_fits: FQE refits, each on the episodes drawn with
+            replacement, behind the "fqe" and "dr" intervals (bootstrapped
+            FQE): their spread covers FQE's fitting error as well as the
+            episodes'. The interval is the estimate plus or minus Student's t
+            quantile times the refits' standard deviation. Each refit costs
+            one more fit. 0 (default): the intervals resample the episodes
+            under the one fit and leave its error out. 1 is too few for a
+            spread.
 
     Raises:
         ValueError: On an unknown estimator, missing recorded propensities
-            with `behavior_logp="recorded"`, or data that does not fit the
-            policy's spaces.
+            with `behavior_logp="recorded"`, data that does not fit the
+            policy's spaces, or `fqe_resample_fits` of 1 or below 0.
     """
     unknown = [name for name in estimators if name not in ALL_ESTIMATORS]
     if unknown:
         raise ValueError(
             f"Unknown off-policy estimators {unknown}; choose from {ALL_ESTIMATORS}."
+        )
+    if fqe_resample_fits < 0 or fqe_resample_fits == 1:
+        raise ValueError(
+            f"`fqe_resample_fits` must be 0 (no refits) or at least 2 (a spread "
+            f"needs two fits), got {fqe_resample_fits}."
         )
     if behavior_logp not in ("auto", "recorded", "fitted"):
         raise ValueError(
@@ -221,34 +245,23 @@ def estimate_policy_value(
         )
         result.effective_sample_size = effective_sample_size(log_weights[:, -1])
 
-    fqe = q_logged = state_values = None
+    config = fqe_config or FQEConfig(seed=seed)
+
+    def fit_q(data: Trajectories, fit_config: FQEConfig) -> _FittedValues:
+        return _FittedValues(
+            policy, data, gamma, observation_space, fit_config, wanted, on_fqe_update
+        )
+
+    fitted = None
     if any(name in _NEEDS_Q for name in wanted):
-        config = fqe_config or FQEConfig(seed=seed)
-        fqe = FittedQEvaluation(policy, gamma, observation_space, config)
-        fqe.fit(trajectories, on_update=on_fqe_update)
-        initial_values = fqe.initial_state_values(trajectories)
-        if "dr" in wanted:
-            q_logged = np.zeros_like(rewards)
-            state_values = np.zeros_like(rewards)
-            steps = np.nonzero(mask)[1]
-            q_logged[mask] = fqe.q_values(step_obs, step_actions, steps)
-            state_values[mask] = fqe.state_values(step_obs, steps)
+        fitted = fit_q(trajectories, config)
 
     def terms_for(indices: np.ndarray) -> Dict[str, np.ndarray]:
         terms = {}
         if any(name in IMPORTANCE_SAMPLING_ESTIMATORS for name in wanted):
             terms.update(episode_terms(rewards[indices], log_weights[indices], gamma))
-        if "fqe" in wanted:
-            terms["fqe"] = initial_values[indices]
-        if "dr" in wanted:
-            terms["dr"] = doubly_robust_values(
-                rewards[indices],
-                mask[indices],
-                log_weights[indices],
-                q_logged[indices],
-                state_values[indices],
-                gamma,
-            )
+        if fitted is not None:
+            terms.update(fitted.terms(indices, rewards, mask, log_weights))
         return {name: terms[name] for name in wanted}
 
     def estimates_for(indices: np.ndarray) -> Dict[str, float]:
@@ -263,11 +276,98 @@ def estimate_policy_value(
         confidence=confidence,
         seed=seed,
     )
+    values = {name: float(v.mean()) for name, v in result.episode_values.items()}
+    if fitted is not None and fqe_resample_fits:
+        result.fqe_resample_fits = fqe_resample_fits
+        result.fqe_refit_values = _refit_values(
+            fit_q, trajectories, config, log_weights, fqe_resample_fits
+        )
+        intervals.update(refit_intervals(values, result.fqe_refit_values, confidence))
     for name in wanted:
         low, high = intervals[name]
-        value = float(result.episode_values[name].mean())
-        result.estimates[name] = EstimatorResult(value, low, high)
+        result.estimates[name] = EstimatorResult(values[name], low, high)
     return result
+
+
+class _FittedValues:
+    """One FQE fit and the per-trajectory terms of "fqe" and "dr" on it."""
+
+    def __init__(
+        self, policy, trajectories, gamma, observation_space, config, wanted, on_update
+    ):
+        self.gamma = gamma
+        self.wanted = wanted
+        fqe = FittedQEvaluation(policy, gamma, observation_space, config)
+        fqe.fit(trajectories, on_update=on_update)
+        self.initial_values = fqe.initial_state_values(trajectories)
+        if "dr" in wanted:
+            mask = trajectories.mask
+            step_obs = trajectories.step_observations()
+            step_actions = tree.map_structure(lambda x: x[mask], trajectories.actions)
+            steps = np.nonzero(mask)[1]
+            self.q_logged = np.zeros(mask.shape)
+            self.state_values = np.zeros(mask.shape)
+            self.q_logged[mask] = fqe.q_values(step_obs, step_actions, steps)
+            self.state_values[mask] = fqe.state_values(step_obs, steps)
+
+    def terms(self, indices, rewards, mask, log_weights) -> Dict[str, np.ndarray]:
+        """Terms of the fitted trajectories at `indices`; `rewards`, `mask`
+        and `log_weights` are those of the fitted trajectories."""
+        terms = {}
+        if "fqe" in self.wanted:
+            terms["fqe"] = self.initial_values[indices]
+        if "dr" in self.wanted:
+            terms["dr"] = doubly_robust_values(
+                rewards[indices],
+                mask[indices],
+                log_weights[indices],
+                self.q_logged[indices],
+                self.state_values[indices],
+                self.gamma,
+            )
+        return terms
+
+
+def _refit_values(
+    fit_q, trajectories, config, log_weights, num_fits
+) -> Dict[str, List[float]]:
+    # Bootstrapped FQE: refit on episodes drawn with replacement; the spread
+    # of the refits' estimates holds the fit's error and the episodes'.
+    rng = np.random.default_rng([config.seed, 1])
+    refit_values: Dict[str, List[float]] = {}
+    for fit in range(num_fits):
+        indices = rng.integers(0, trajectories.num_episodes, trajectories.num_episodes)
+        resampled = trajectories.select(indices)
+        fitted = fit_q(resampled, replace(config, seed=config.seed + 1 + fit))
+        every = np.arange(len(indices))
+        weights = None if log_weights is None else log_weights[indices]
+        terms = fitted.terms(every, resampled.rewards, resampled.mask, weights)
+        for name, term in terms.items():
+            refit_values.setdefault(name, []).append(float(term.mean()))
+    return refit_values
+
+
+@PublicAPI(stability="alpha")
+def refit_intervals(
+    values: Dict[str, float],
+    refit_values: Dict[str, Sequence[float]],
+    confidence: float = 0.95,
+) -> Dict[str, Tuple[float, float]]:
+    """Intervals from bootstrapped refits: each value plus or minus Student's
+    t quantile (refits - 1 degrees of freedom) times the refits' standard
+    deviation.
+
+    Also for differences: pass `{"diff": a - b}` and the paired differences
+    of two estimates' `fqe_refit_values` to compare two policies.
+    """
+    from scipy.stats import t as student_t
+
+    intervals = {}
+    for name, refits in refit_values.items():
+        quantile = float(student_t.ppf(0.5 + confidence / 2, len(refits) - 1))
+        half_width = quantile * float(np.std(refits, ddof=1))
+        intervals[name] = (values[name] - half_width, values[name] + half_width)
+    return intervals
 
 
 def _log_weights(

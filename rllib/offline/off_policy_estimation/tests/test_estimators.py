@@ -1,9 +1,12 @@
 """Every estimator against values computed by hand (`tiny_mdp.py`), and the
 vectorized importance sampling against a plain loop."""
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
+import scipy.stats
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib.offline.off_policy_estimation import (
@@ -88,6 +91,44 @@ def test_bootstrap_interval_contains_the_estimate():
     for estimate in result.estimates.values():
         assert estimate.low <= estimate.value <= estimate.high
         assert estimate.low < estimate.high
+
+
+def test_refit_interval_is_the_spread_of_fqe_on_resampled_episodes():
+    # Bootstrapped FQE: each refit is FQE on the episodes drawn with
+    # replacement; tabular FQE reaches each resample's own fixed point, which
+    # the plain estimate of the resampled episodes computes independently.
+    episodes = tiny_mdp.tiny_mdp_episodes()
+    result = _estimate(
+        episodes, estimators=["fqe", "dr"], num_bootstrap=0, fqe_resample_fits=3
+    )
+    assert result.fqe_resample_fits == 3
+    draws = np.random.default_rng([TABULAR_FQE.seed, 1])
+    refits = {"fqe": [], "dr": []}
+    for fit in range(3):
+        indices = draws.integers(0, len(episodes), len(episodes))
+        refit = _estimate(
+            [episodes[i] for i in indices],
+            estimators=["fqe", "dr"],
+            num_bootstrap=0,
+            fqe_config=dataclasses.replace(TABULAR_FQE, seed=fit + 1),
+        )
+        for name in refits:
+            refits[name].append(refit.estimates[name].value)
+    quantile = scipy.stats.t.ppf(0.975, 2)
+    for name, values in refits.items():
+        estimate = result.estimates[name]
+        half_width = quantile * np.std(values, ddof=1)
+        assert half_width > 0.1, (name, values)
+        assert estimate.value == pytest.approx(
+            getattr(tiny_mdp, name.upper()), abs=1e-3
+        )
+        assert estimate.low == pytest.approx(estimate.value - half_width, abs=1e-2)
+        assert estimate.high == pytest.approx(estimate.value + half_width, abs=1e-2)
+
+
+def test_one_refit_gives_no_spread_and_fails_clearly():
+    with pytest.raises(ValueError, match="at least 2"):
+        _estimate(tiny_mdp.tiny_mdp_episodes(), fqe_resample_fits=1)
 
 
 def _reference_loop(rewards, lengths, log_ratios, gamma):
