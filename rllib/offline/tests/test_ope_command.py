@@ -117,18 +117,26 @@ def test_table_output(tmp_path, episodes, capsys):
     assert header.split()[:3] == ["checkpoint", "module", "wis"]
     assert set(rule.replace(" ", "")) == {"-"}
     assert row.split()[:2] == [str(checkpoint), "default_policy"]
-    assert lines[-1] == "[low, high]: none computed (--bootstrap 0)."
+    assert lines[-1] == "[low, high]: for wis, none (--bootstrap 0)."
 
 
-def test_interval_note_says_what_the_intervals_leave_out():
-    assert ope_command.interval_note(["wis"], 200) == (
-        "[low, high]: 95% bootstrap intervals over the recorded episodes "
-        "(200 resamples)."
+def test_interval_note_says_what_the_intervals_cover():
+    assert ope_command.interval_note(["wis"], 200, 4) == (
+        "[low, high]: for wis, 95% bootstrap intervals over the recorded "
+        "episodes (200 resamples)."
     )
-    note = ope_command.interval_note(["wis", "fqe", "dr"], 50)
-    assert "(50 resamples)" in note
-    assert "For fqe and dr they resample the episodes under one fitted " in note
-    assert "leave out FQE's fitting error" in note
+    one_fit = ope_command.interval_note(["wis", "fqe", "dr"], 50, 0)
+    assert "for wis, fqe and dr, 95% bootstrap intervals" in one_fit
+    assert "(50 resamples)" in one_fit
+    assert "for fqe and dr under one fitted Q-function" in one_fit
+    assert "leave out FQE's fitting error" in one_fit
+    refits = ope_command.interval_note(["wis", "fqe", "dr"], 50, 4)
+    assert refits.startswith(
+        "[low, high]: for fqe and dr, 95% intervals from 4 FQE refits on "
+        "resampled episodes: they cover FQE's fitting error"
+    )
+    assert "for wis, 95% bootstrap intervals" in refits
+    assert "leave out" not in refits
 
 
 def test_relative_paths_score_as_absolute_ones(tmp_path, episodes, capsys, monkeypatch):
@@ -163,11 +171,12 @@ def test_fqe_progress_and_one_torch_thread(tmp_path, episodes, capsys, monkeypat
     code = cli.main(
         ["ope", "--data", str(tmp_path / "data"), "--checkpoint"]
         + [str(tmp_path / "ckpt"), "--estimators", "fqe", "--fqe-updates", "40"]
-        + ["--bootstrap", "0", "--progress"]
+        + ["--bootstrap", "0", "--fqe-resample-fits", "2", "--progress"]
     )
     assert code == 0
     err = capsys.readouterr().err
-    assert "FQE ckpt: 40 updates [" in err
+    # The fit and its two refits on resampled episodes.
+    assert "FQE ckpt: 120 updates [" in err
     assert threads_during == [1]
     assert torch.get_num_threads() == threads_before
     code = cli.main(

@@ -44,6 +44,9 @@ bootstrap intervals over episodes. The target policy is each module's
 inference action distribution (`--deterministic`: its greedy/mean action).
 """
 
+#: Default of `--fqe-resample-fits`.
+FQE_RESAMPLE_FITS = 4
+
 #: Where an Algorithm checkpoint keeps its Learner's MultiRLModule.
 _MODULE_IN_ALGORITHM = os.path.join("learner_group", "learner", "rl_module")
 
@@ -99,6 +102,15 @@ def add_ope_command(commands, formatter_class, add_progress) -> None:
     )
     ope.add_argument(
         "--bootstrap", type=int, default=200, help="bootstrap resamples (200)"
+    )
+    ope.add_argument(
+        "--fqe-resample-fits",
+        type=int,
+        default=FQE_RESAMPLE_FITS,
+        metavar="K",
+        help="FQE refits on resampled episodes behind the fqe and dr intervals, "
+        "so that they cover FQE's fitting error; each costs one more fit "
+        f"({FQE_RESAMPLE_FITS}; 0: one fit, intervals over episodes only)",
     )
     ope.add_argument(
         "--torch-threads",
@@ -211,6 +223,7 @@ def score_checkpoints(args: argparse.Namespace, progress: bool) -> List[Dict]:
                         seed=args.seed,
                     ),
                     num_bootstrap=args.bootstrap,
+                    fqe_resample_fits=args.fqe_resample_fits,
                     seed=args.seed,
                     on_fqe_update=updates.update,
                 )
@@ -244,22 +257,35 @@ def _value(row: Dict[str, Any], name: str) -> float:
     return float("-inf") if estimate is None else estimate["value"]
 
 
-def interval_note(estimators: List[str], num_bootstrap: int) -> str:
+def interval_note(
+    estimators: List[str], num_bootstrap: int, fqe_resample_fits: int
+) -> str:
     """What the table's ``[low, high]`` intervals cover."""
-    if num_bootstrap <= 0:
-        return "[low, high]: none computed (--bootstrap 0)."
-    note = (
-        f"[low, high]: 95% bootstrap intervals over the recorded episodes "
-        f"({num_bootstrap} resamples)."
-    )
-    fitted = [name for name in ("fqe", "dr") if name in estimators]
-    if fitted:
-        note += (
-            f" For {' and '.join(fitted)} they resample the episodes under one "
-            "fitted Q-function, so they leave out FQE's fitting error, which can "
-            "be larger than the interval."
+    fitted = " and ".join(name for name in ("fqe", "dr") if name in estimators)
+    others = [name for name in estimators if name not in ("fqe", "dr")]
+    notes = []
+    if fitted and fqe_resample_fits:
+        notes.append(
+            f"for {fitted}, 95% intervals from {fqe_resample_fits} FQE refits on "
+            "resampled episodes: they cover FQE's fitting error and the episodes' "
+            "sampling, not a bias that every fit shares"
         )
-    return note
+    over_episodes = others + ([fitted] if fitted and not fqe_resample_fits else [])
+    if over_episodes and num_bootstrap > 0:
+        note = (
+            f"for {', '.join(over_episodes)}, 95% bootstrap intervals over the "
+            f"recorded episodes ({num_bootstrap} resamples)"
+        )
+        if fitted and not fqe_resample_fits:
+            note += (
+                f"; for {fitted} under one fitted Q-function, so they leave out "
+                "FQE's fitting error, which can be larger than the interval "
+                "(--fqe-resample-fits covers it)"
+            )
+        notes.append(note)
+    elif over_episodes:
+        notes.append(f"for {', '.join(over_episodes)}, none (--bootstrap 0)")
+    return "[low, high]: " + "; ".join(notes) + "."
 
 
 def print_table(rows: List[Dict], estimators: List[str]) -> None:
@@ -313,5 +339,5 @@ def run_ope(args: argparse.Namespace, progress: bool) -> int:
         print(json.dumps(rows, indent=1))
     else:
         print_table(rows, args.estimators)
-        print(interval_note(args.estimators, args.bootstrap))
+        print(interval_note(args.estimators, args.bootstrap, args.fqe_resample_fits))
     return 0
