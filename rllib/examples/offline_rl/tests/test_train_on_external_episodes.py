@@ -18,6 +18,7 @@ ARGS = [
     "--updates-per-iteration=2",
     "--eval-episodes=1",
     "--ope-updates=200",
+    "--ope-resample-fits=2",
 ]
 
 
@@ -68,8 +69,15 @@ def test_main_job_reports_and_writes_its_results(run):
     assert sorted(scores) == [1, 2] and ope["fqe_updates"] == 200
     for score in scores.values():
         assert score["fqe_ci_low"] <= score["fqe"] <= score["fqe_ci_high"]
-    assert ope["kept_iteration"] == max(scores, key=lambda i: scores[i]["fqe"])
-    assert ope["last_iteration"] == 2
+    best = max(scores, key=lambda i: scores[i]["fqe"])
+    assert ope["best_scored_iteration"] == best and ope["last_iteration"] == 2
+    if best != 2:
+        # The best-scored replaces the last only if their intervals (from
+        # refits) do not overlap.
+        surely_better = scores[best]["fqe_ci_low"] > scores[2]["fqe_ci_high"]
+        assert ope["kept_iteration"] == (best if surely_better else 2)
+    else:
+        assert ope["kept_iteration"] == 2
     evaluated = {r["iteration"]: r for r in results["iterations"]}
     assert (
         ope["kept_eval_return_mean"]
