@@ -12,8 +12,8 @@ This example shows the whole path for experiences you collect yourself:
    the training iterations (loss and evaluation return in its postfix).
 4. Score the checkpoint of every iteration off-policy, from the recorded
    episodes alone (fitted Q evaluation), and keep one next to the last: the
-   best-scored, if it beats the last with 95% confidence, else the last. The
-   environment's returns show whether the choice was right.
+   best-scored, if its 95% interval lies wholly above the last's, else the
+   last. The environment's returns show whether the choice was right.
 5. Save the last checkpoint and print how to restore either.
 
 Everything goes into `--output-dir` (default `./offline_cartpole_run`):
@@ -41,8 +41,9 @@ Results to expect
 With the defaults, on 2 CPUs, in one to two minutes before the off-policy
 scoring (11 to 17 more minutes, below; `--ope-updates 0` skips it): 40
 episodes in 4 files (the data's return is about 495) and a policy that
-imitates the near-perfect controller. Evaluation returns vary with the seed, most in the
-first iterations. Measured on the 2-core CI machine (`--seed` 0, 1, 2):
+imitates the near-perfect controller. Evaluation returns vary with the
+seed, most in the first iterations. Measured on the 2-core CI machine
+(`--seed` 0, 1, 2):
 
 - `--algo bc`: 497.4 and 491.4 after 10 iterations (seeds 0 and 1); after 4
   iterations 305.2, 500.0 and 332.8 (seeds 0, 1, 2).
@@ -66,10 +67,10 @@ were iterations 7, 8, 5, 4, 9 and 3. The rule was chosen after seeds 0 to
 2; seeds 3 to 5 ran after it. Iteration 5 of seed 2 scored 99.4 [93.0,
 105.8] against the last's 93.8 [88.5, 99.2] and returns 443.7; the last's
 true discounted value is 99.2, so FQE was 5.4 low on it, a bias its refits
-share. A paired test of
-the difference (+5.5 [+3.9, +7.2]) had chosen iteration 5; keeping the
-best-scored without a test (the job before) kept checkpoints that returned
-425.6 on average against 452.1 for the last (5 evaluation episodes each).
+share. A paired test of the difference (+5.5 [+3.9, +7.2]) had chosen
+iteration 5; keeping the best-scored without a test (the job before) kept
+checkpoints that returned 425.6 on average against 452.1 for the last (5
+evaluation episodes each).
 
 `release/rllib_tests/offline/cartpole_marwil.py` checks that MARWIL passes
 450 within 20 iterations.
@@ -191,8 +192,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         type=int,
         default=4,
         help="FQE refits on resampled episodes of the last and the best-scored "
-        "checkpoint: the best replaces the last only when it scores higher with "
-        "95%% confidence (0: keep the best-scored, no comparison)",
+        "checkpoint: the best replaces the last only when its 95%% interval lies "
+        "wholly above the last's (0: keep the best-scored, no comparison)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
