@@ -28,6 +28,7 @@ TIERS: Dict[str, tuple] = {
 }
 
 FILES: Dict[str, str] = {
+    "ci/patch_series/tests/test_bug_fixes.py": SMALL,
     "ci/patch_series/tests/test_conventions.py": SMALL,
     "ci/patch_series/tests/test_upstream_form.py": SMALL,
     "ci/tests/test_conventions.py": SMALL,
@@ -48,6 +49,7 @@ FILES: Dict[str, str] = {
     "rllib/_fork/tests/test_replaced_classes.py": SMALL,
     "rllib/_fork/tests/test_value_predictions_match_upstream.py": SMALL,
     "rllib/algorithms/cql/tests/test_cql_iql_from_episodes.py": MEDIUM,
+    "rllib/algorithms/tests/test_offline_algorithm_restore.py": MEDIUM,
     "rllib/algorithms/cql/tests/test_cql_loss.py": SMALL,
     "rllib/algorithms/cql/tests/test_cql_loss_matches_upstream.py": SMALL,
     "rllib/algorithms/iql/tests/test_iql_config.py": SMALL,

@@ -99,6 +99,11 @@ def apply_topic(tree: pathlib.Path, topic: series_module.Topic) -> None:
     if not _git(tree, "diff", "--cached", "--name-only").strip():
         raise SystemExit(f"topic {topic.slug} changes nothing.")
     message = f"{topic.subject}\n\n{topic.description}\n"
+    if topic.regression_tests:
+        message += (
+            f"\nRegression tests (they fail on ray {ray_version()} without this "
+            "patch):\n" + "".join(f"- {test}\n" for test in topic.regression_tests)
+        )
     build_section = bazel.build_section(topic.tests)
     if build_section:
         message += f"\n{build_section}"

@@ -11,6 +11,8 @@ behaves as the overlay does.
 3. Makes a ``ray`` package whose ``rllib`` is the patched copy (every other
    entry links to the installed ray) and runs the series' tests in it with
    the overlay off (``RLLIB_FORK_DISABLE=1``): plain ray with the patches.
+   Then proves each bug-fix patch on its own (:mod:`ci.patch_series.bug_fixes`):
+   its regression tests fail on ray's sources and pass with the patch.
 4. Compares each test's outcome with the same test run with the overlay:
    ``--overlay-results`` (a junit XML of a fork run, as CI writes it), or a
    run of those tests made here. Any test whose outcome differs fails the
@@ -66,13 +68,9 @@ def series_tests() -> List[str]:
     ]
 
 
-def apply_series(patches: pathlib.Path, site: pathlib.Path) -> pathlib.Path:
-    """A ``ray`` package under ``site`` with the patched rllib; returns it.
-
-    After each patch, every module the patch adds or changes must import
-    (overlay off): a patch works on top of the ones before it, not only at
-    the end of the series.
-    """
+def new_site(site: pathlib.Path) -> pathlib.Path:
+    """A ``ray`` package under ``site`` whose ``rllib`` is a copy of the
+    installed one, in its own git repository; returns it."""
     ray_dir = site / "ray"
     ray_dir.mkdir(parents=True)
     installed = series_build.installed_rllib().parent
@@ -92,6 +90,17 @@ def apply_series(patches: pathlib.Path, site: pathlib.Path) -> pathlib.Path:
     # checkout's build/), `git apply` resolves paths from that repository's
     # top and silently skips the files outside the current directory.
     subprocess.run(["git", "init", "-q"], cwd=ray_dir, check=True)
+    return ray_dir
+
+
+def apply_series(patches: pathlib.Path, site: pathlib.Path) -> pathlib.Path:
+    """A ``ray`` package under ``site`` with the patched rllib; returns it.
+
+    After each patch, every module the patch adds or changes must import
+    (overlay off): a patch works on top of the ones before it, not only at
+    the end of the series.
+    """
+    ray_dir = new_site(site)
     env = patched_env(site)
     for patch in (patches / "series.txt").read_text().split():
         result = subprocess.run(
@@ -141,7 +150,9 @@ def patched_env(site: pathlib.Path) -> Dict[str, str]:
     return env
 
 
-def run_tests(cwd: pathlib.Path, tests: List[str], xml: pathlib.Path, env: Dict):
+def run_tests(
+    cwd: pathlib.Path, tests: List[str], xml: pathlib.Path, env: Dict, *options: str
+):
     command = [
         sys.executable,
         "-m",
@@ -155,6 +166,7 @@ def run_tests(cwd: pathlib.Path, tests: List[str], xml: pathlib.Path, env: Dict)
         "-o",
         "consider_namespace_packages=true",
         f"--junitxml={xml}",
+        *options,
         *tests,
     ]
     print("$", " ".join(command), f"(in {cwd})", flush=True)
@@ -239,8 +251,14 @@ def main(argv=None) -> int:
         print(f"Ray's conventions (ci/patch_series/conventions.py):\n{report}")
         ray_dir = apply_series(patches, work / "site")
         run_tests(ray_dir, tests, work / "patched.xml", patched_env(work / "site"))
+        # Imported here: it builds on this module's helpers.
+        from ci.patch_series import bug_fixes
+
+        fixes_unproven = bug_fixes.prove_all(patches, work / "bug-fixes")
         if not conventions.passed(report):
             print("The patch series does not follow ray's conventions (above).")
+            return 1
+        if fixes_unproven:
             return 1
         if args.patched_only:
             return 0

@@ -24,6 +24,9 @@ class Topic:
     substitutions: Dict[str, Sequence[Tuple[str, str]]] = field(default_factory=dict)
     #: Why the patch is over about 800 changed lines, where it is.
     size_reason: str = ""
+    #: A bug fix names its regression tests (pytest node ids): each fails on
+    #: ray's sources and passes with this patch alone (`bug_fixes.py`).
+    regression_tests: Sequence[str] = ()
 
 
 _NO_CLUSTER_CHECK_PRELEARNER = (
@@ -67,6 +70,11 @@ SERIES: List[Topic] = [
         ),
         files=["rllib/env/utils/infinite_lookback_buffer.py"],
         tests=["rllib/env/utils/tests/test_lookback_buffer_from_state.py"],
+        regression_tests=[
+            "rllib/env/utils/tests/test_lookback_buffer_from_state.py::"
+            f"test_episode_observations_keep_their_structure[{case}]"
+            for case in ("tuple-list", "tuple-finalized", "nested-list")
+        ],
     ),
     Topic(
         slug="nested-flatten-dict",
@@ -81,6 +89,14 @@ SERIES: List[Topic] = [
         files=["rllib/utils/__init__.py"],
         tests=[
             "rllib/utils/tests/test_flatten_dict.py",
+        ],
+        regression_tests=[
+            f"rllib/utils/tests/test_flatten_dict.py::{name}"
+            for name in (
+                "test_tuple_round_trip",
+                "test_nested_tuple_inside_a_dict_round_trip",
+                "test_dict_inside_a_tuple_round_trip",
+            )
         ],
     ),
     Topic(
@@ -108,6 +124,14 @@ SERIES: List[Topic] = [
             "rllib/core/learner/tests/test_batch_conversion.py",
             "rllib/core/learner/tests/test_learner_batch_checks.py",
         ],
+        regression_tests=[
+            f"rllib/core/learner/tests/test_learner_batch_checks.py::{name}"
+            for name in (
+                "test_differentiable_learner_builds_batches_as_the_learner_does",
+                "test_single_agent_numpy_sample_batch_trains",
+                "test_numpy_tuple_obs_is_converted_with_structure[sample_batch-cpu]",
+            )
+        ],
     ),
     Topic(
         slug="vectorized-value-targets",
@@ -134,6 +158,13 @@ SERIES: List[Topic] = [
             "`get_module` answers from the local Learner."
         ),
         files=["rllib/algorithms/algorithm.py"],
+        tests=["rllib/algorithms/tests/test_offline_algorithm_restore.py"],
+        regression_tests=[
+            "rllib/algorithms/tests/test_offline_algorithm_restore.py::"
+            "test_get_module_returns_the_learners_module",
+            "rllib/algorithms/tests/test_offline_algorithm_restore.py::"
+            "test_from_checkpoint_restores_the_trained_weights",
+        ],
     ),
     Topic(
         slug="checkpoint-local-paths",
@@ -151,6 +182,15 @@ SERIES: List[Topic] = [
         ),
         files=["rllib/utils/checkpoints.py"],
         tests=["rllib/utils/tests/test_checkpoint_local_paths.py"],
+        regression_tests=[
+            "rllib/utils/tests/test_checkpoint_local_paths.py::"
+            "test_algorithm_round_trip_at_a_relative_path",
+            *(
+                "rllib/utils/tests/test_checkpoint_local_paths.py::"
+                f"test_module_saves_and_loads_at_a_local_path_as_typed[{path}]"
+                for path in ("ckpt", "./ckpt")
+            ),
+        ],
     ),
     Topic(
         slug="episode-payload",
@@ -783,6 +823,11 @@ SERIES: List[Topic] = [
         ),
         files=["rllib/algorithms/iql/iql.py"],
         tests=["rllib/algorithms/iql/tests/test_iql_config.py"],
+        regression_tests=[
+            "rllib/algorithms/iql/tests/test_iql_config.py::"
+            f"test_the_papers_temperatures_validate_and_are_kept[{beta}]"
+            for beta in ("3.0", "10.0")
+        ],
     ),
     Topic(
         slug="continuous-control-datasets",

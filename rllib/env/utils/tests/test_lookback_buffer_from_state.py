@@ -11,8 +11,6 @@ import tree
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
 
-from rllib.env.utils.infinite_lookback_buffer import restore_space_structure
-
 BOX = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 SPACES = {
     "tuple": gym.spaces.Tuple((BOX, BOX)),
@@ -68,6 +66,10 @@ def test_buffer_without_space_is_left_as_decoded():
 
 
 def test_restore_leaves_mismatches_alone():
+    # The helper the fix adds; imported here so that the tests above run (and
+    # fail) on a tree without the fix.
+    from rllib.env.utils.infinite_lookback_buffer import restore_space_structure
+
     space = SPACES["tuple"]
     assert restore_space_structure([1, 2, 3], space) == [1, 2, 3]
     assert restore_space_structure(np.zeros(2), space).shape == (2,)
