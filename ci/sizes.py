@@ -50,6 +50,9 @@ FILES: Dict[str, str] = {
     "rllib/_fork/tests/test_value_predictions_match_upstream.py": SMALL,
     "rllib/algorithms/cql/tests/test_cql_iql_from_episodes.py": MEDIUM,
     "rllib/algorithms/tests/test_offline_algorithm_restore.py": MEDIUM,
+    "rllib/core/distribution/torch/tests/test_squashed_gaussian_deterministic.py": (
+        SMALL
+    ),
     "rllib/algorithms/cql/tests/test_cql_loss.py": SMALL,
     "rllib/algorithms/cql/tests/test_cql_loss_matches_upstream.py": SMALL,
     "rllib/algorithms/iql/tests/test_iql_config.py": SMALL,

@@ -13,12 +13,14 @@ sources), applies the fixture patch (``FIXTURE_TOPIC``) and then
 2. the rest of the patch: every regression test must pass.
 
 Both runs are plain ray with the overlay off, as in the patched tree's run.
-The patch applying on ray's sources without the series before it shows that
-the PR stands alone. ``--survey TOPIC`` runs all of a topic's tests both ways
-and prints each outcome, to choose its regression tests.
+The patch applying on ray's sources without the rest of the series shows
+that the PR stands alone (or on the PRs it names). ``--survey TOPIC`` runs
+all of a topic's tests both ways and prints each outcome, to choose its
+regression tests.
 """
 
 import argparse
+import dataclasses
 import pathlib
 import shutil
 import subprocess
@@ -92,7 +94,8 @@ def prove(
     if site.exists():
         shutil.rmtree(site)
     ray_dir = check.new_site(site)
-    _apply(ray_dir, _patch_of(patches, FIXTURE_TOPIC))
+    for slug in (FIXTURE_TOPIC, *topic.stacked_on):
+        _apply(ray_dir, _patch_of(patches, slug))
     patch = _patch_of(patches, topic.slug)
     _apply(ray_dir, patch, f"--include={_TEST_FILES}")
     without = _run(site, ray_dir, node_ids, work / f"{topic.slug}-without.xml")
@@ -142,8 +145,10 @@ def prove_all(patches: pathlib.Path, work: pathlib.Path) -> int:
     return 1 if failed else 0
 
 
-def survey(patches: pathlib.Path, work: pathlib.Path, slug: str) -> None:
+def survey(patches: pathlib.Path, work: pathlib.Path, slug: str, stacked_on=()) -> None:
     topic = next(topic for topic in SERIES if topic.slug == slug)
+    if stacked_on:
+        topic = dataclasses.replace(topic, stacked_on=stacked_on)
     tests = [t for t in topic.tests if pathlib.Path(t).name.startswith("test_")]
     results = prove(patches, work, topic, tests)
     for key in sorted(set(results["without"]) | set(results["with"])):
@@ -158,6 +163,12 @@ def main(argv=None) -> int:
     parser.add_argument("--patches", type=pathlib.Path, required=True)
     parser.add_argument("--keep", type=pathlib.Path, help="keep the work here")
     parser.add_argument("--survey", metavar="TOPIC")
+    parser.add_argument(
+        "--stacked-on",
+        default="",
+        metavar="TOPIC,...",
+        help="with --survey: apply these topics' patches first",
+    )
     args = parser.parse_args(argv)
     work = (
         args.keep or pathlib.Path(tempfile.mkdtemp(prefix="rllib-bug-fixes-"))
@@ -166,7 +177,8 @@ def main(argv=None) -> int:
     patches = args.patches.resolve()
     try:
         if args.survey:
-            survey(patches, work, args.survey)
+            stacked_on = [slug for slug in args.stacked_on.split(",") if slug]
+            survey(patches, work, args.survey, stacked_on)
             return 0
         return prove_all(patches, work)
     finally:

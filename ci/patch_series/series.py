@@ -27,6 +27,9 @@ class Topic:
     #: A bug fix names its regression tests (pytest node ids): each fails on
     #: ray's sources and passes with this patch alone (`bug_fixes.py`).
     regression_tests: Sequence[str] = ()
+    #: The topics a bug fix stacks on (their patches apply first, in series
+    #: order); the fix's pull request says so.
+    stacked_on: Sequence[str] = ()
 
 
 _NO_CLUSTER_CHECK_PRELEARNER = (
@@ -190,6 +193,32 @@ SERIES: List[Topic] = [
                 f"test_module_saves_and_loads_at_a_local_path_as_typed[{path}]"
                 for path in ("ckpt", "./ckpt")
             ),
+        ],
+    ),
+    Topic(
+        slug="squashed-gaussian-deterministic",
+        subject="[RLlib] TorchSquashedGaussian.to_deterministic: the squashed mean",
+        description=(
+            "`to_deterministic()` returned the Gaussian's mean before the tanh\n"
+            "squash, and EnvRunners then clipped it to the box: SAC, CQL and IQL\n"
+            "policies acting with `explore=False` sent a mean of 1.5 as 1.0\n"
+            "instead of tanh(1.5) = 0.91, and for a box other than [-1, 1] they\n"
+            "acted in the wrong units. It now returns the mean squashed and\n"
+            "scaled to [low, high], the action the samples centre on. (#65036\n"
+            "fixed this distribution's log-probability of saturated samples; this\n"
+            "is a separate method.)\n\n"
+            "Behaviour change: deterministic actions of squashed-Gaussian\n"
+            "policies. Sampling and log-probabilities are unchanged."
+        ),
+        files=["rllib/core/distribution/torch/torch_distribution.py"],
+        tests=[
+            "rllib/core/distribution/torch/tests/"
+            "test_squashed_gaussian_deterministic.py"
+        ],
+        regression_tests=[
+            "rllib/core/distribution/torch/tests/"
+            "test_squashed_gaussian_deterministic.py::"
+            "test_deterministic_action_is_the_squashed_mean"
         ],
     ),
     Topic(
@@ -775,22 +804,18 @@ SERIES: List[Topic] = [
     ),
     Topic(
         slug="iql-policy-extraction",
-        subject="[RLlib] IQL: fit logged actions at the squashed mean; "
-        "squashed Gaussian's deterministic action",
+        subject="[RLlib] IQL: fit logged actions at the squashed mean",
         description=(
             "IQL's actor maximized the tanh-squashed Gaussian's exact\n"
             "log-probability of the logged actions, which passes each through\n"
             "atanh: actions at or near the bounds (saturating controllers) land\n"
             "at +-7.25 after clipping and dominate the fit. It now scores them\n"
             "under a Gaussian at the squashed mean, as IQL's reference\n"
-            "implementation and d3rlpy do. The squashed Gaussian's\n"
-            "`to_deterministic()` returned the mean before the squash, which\n"
-            "EnvRunners then clipped to the box; it returns the squashed mean.\n\n"
-            "Behaviour change: IQL's actor loss; deterministic actions of SAC,\n"
-            "CQL and IQL policies. Value and critic losses are unchanged."
+            "implementation and d3rlpy do.\n\n"
+            "Behaviour change: IQL's actor loss. Value and critic losses are\n"
+            "unchanged."
         ),
         files=[
-            "rllib/core/distribution/torch/torch_distribution.py",
             "rllib/algorithms/iql/torch/iql_torch_learner.py"
             "::IQLTorchLearner.compute_loss_for_module",
         ],

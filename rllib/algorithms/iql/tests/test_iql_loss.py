@@ -1,18 +1,14 @@
 """IQL's policy extraction: the logged actions' likelihood under a Gaussian at
-the squashed mean, the squashed mean as the deterministic action, and what
-they buy: a policy that fits a behaviour saturating at the bounds."""
+the squashed mean, and what it buys: a policy that fits a behaviour
+saturating at the bounds."""
 
 import numpy as np
 import pytest
-import torch
 from ray.rllib.algorithms.dqn.dqn_learner import QF_LOSS_KEY, QF_PREDS
 from ray.rllib.algorithms.iql.iql_learner import QF_TARGET_PREDS, VF_PREDS_NEXT
 from ray.rllib.algorithms.sac.sac_learner import QF_TWIN_LOSS_KEY
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.distribution.torch.torch_distribution import (
-    TorchSquashedGaussian,
-)
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 
 from rllib.algorithms.cql.tests.cql_fixtures import losses
@@ -62,28 +58,6 @@ def test_losses_written_out_by_hand(twin_q):
         critic * (0.5 if twin_q else 1.0), rel=1e-5
     )
     assert (QF_TWIN_LOSS_KEY in parts) == twin_q
-
-
-def test_deterministic_action_is_the_squashed_mean():
-    loc = torch.tensor([[-3.0, -0.4, 0.0, 0.5, 2.0]])
-    logits = torch.cat([loc, torch.zeros_like(loc)], dim=-1)
-    dist = TorchSquashedGaussian.from_logits(logits)
-    np.testing.assert_allclose(
-        dist.to_deterministic().sample().numpy(), np.tanh(loc.numpy()), rtol=1e-6
-    )
-    boxed = TorchSquashedGaussian.from_logits(logits, low=-2.0, high=4.0)
-    np.testing.assert_allclose(
-        boxed.to_deterministic().sample().numpy(),
-        -2.0 + (np.tanh(loc.numpy()) + 1.0) * 3.0,
-        rtol=1e-6,
-    )
-    # The distribution's samples centre on it.
-    narrow = TorchSquashedGaussian.from_logits(
-        torch.cat([loc, torch.full_like(loc, -5.0)], dim=-1)
-    )
-    torch.manual_seed(0)
-    samples = narrow.sample(sample_shape=(2000,))
-    np.testing.assert_allclose(samples.mean(0).numpy(), np.tanh(loc.numpy()), atol=0.01)
 
 
 def test_the_actor_fits_a_behaviour_saturating_at_the_bounds():
