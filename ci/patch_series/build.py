@@ -147,9 +147,10 @@ def ray_format(text: str, path: str) -> str:
 
 
 def check_series() -> None:
-    """Every fork source file is in exactly one topic or deliberately left out."""
+    """Every fork source file is in exactly one topic, of the series or of the
+    fork's own (`FORK_ONLY_TOPICS`), or deliberately left out."""
     seen = {}
-    for topic in series_module.SERIES:
+    for topic in [*series_module.SERIES, *series_module.FORK_ONLY_TOPICS]:
         for entry in [*topic.files, *topic.tests]:
             if entry in seen or entry.partition("::")[0] in seen:
                 sys.exit(f"{entry} is in topics {seen[entry]} and {topic.slug}.")

@@ -21,10 +21,9 @@ scripted_continuous_control --measure` measures them again.
 Write the datasets with::
 
     python -m rllib.examples.offline_rl.scripted_continuous_control \\
-        --out /tmp/continuous_control [--minari]
+        --out /tmp/continuous_control
 
-`--out` gets `<task>-<quality>/` episode files (`EpisodeWriter`); `--minari`
-also writes the Minari datasets `rllib-<task>/<quality>-v0`.
+`--out` gets `<task>-<quality>/` episode files (`EpisodeWriter`).
 """
 
 import argparse
@@ -180,17 +179,12 @@ def dataset_name(task: str, quality: str) -> str:
     return f"{task}-{quality}"
 
 
-def minari_dataset_id(task: str, quality: str) -> str:
-    return f"rllib-{task.replace('_', '-')}/{quality}-v0"
-
-
 def build_datasets(
     out: str,
     *,
     tasks: Sequence[str] = tuple(TASKS),
     qualities: Sequence[str] = QUALITIES,
     num_timesteps: int = 20_000,
-    minari: bool = False,
     seed: int = 0,
 ) -> Dict[str, str]:
     """Writes each task and quality under `out`; returns name -> directory."""
@@ -203,14 +197,6 @@ def build_datasets(
             path = os.path.join(out, dataset_name(task, quality))
             write_episodes(episodes, path)
             written[dataset_name(task, quality)] = path
-            if minari:
-                from ray.rllib.offline.tools.minari_io import write_minari
-
-                write_minari(
-                    episodes,
-                    minari_dataset_id(task, quality),
-                    env=TASKS[task].env_id,
-                )
     return written
 
 
@@ -220,7 +206,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
     parser.add_argument("--qualities", nargs="+", choices=QUALITIES, default=QUALITIES)
     parser.add_argument("--num-timesteps", type=int, default=20_000)
-    parser.add_argument("--minari", action="store_true", help="Also write Minari.")
     parser.add_argument(
         "--measure",
         action="store_true",
@@ -241,7 +226,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         tasks=args.tasks,
         qualities=args.qualities,
         num_timesteps=args.num_timesteps,
-        minari=args.minari,
     )
     for name, path in written.items():
         print(f"{name:28} {path}")

@@ -359,26 +359,6 @@ def test_target_policy_speaks_the_datas_units():
     )
 
 
-def test_ope_command_maps_recorded_units_to_the_modules(controller_episodes, tmp_path):
-    from rllib.offline.tools.ope_command import data_action_rescaling
-
-    env_dir, norm_dir, hand_dir = (tmp_path / d for d in ("env", "norm", "hand"))
-    write_episodes(controller_episodes[:1], str(env_dir))
-    write_episodes(controller_episodes[:1], str(norm_dir), action_units=NORMALIZED)
-    hand_dir.mkdir()
-    write_hand_rolled_files(controller_episodes[:1], hand_dir)
-    assert data_action_rescaling([str(env_dir)], NORMALIZED) == ActionRescaling(
-        ENV_UNITS, NORMALIZED
-    )
-    assert data_action_rescaling([str(env_dir)], ENV_UNITS) is None
-    assert data_action_rescaling([str(norm_dir)], NORMALIZED) is None
-    assert data_action_rescaling([str(hand_dir), str(env_dir)], NORMALIZED) == (
-        ActionRescaling(ENV_UNITS, NORMALIZED)
-    )
-    with pytest.raises(ValueError, match="record different action units"):
-        data_action_rescaling([str(env_dir), str(norm_dir)], NORMALIZED)
-
-
 # -- training ------------------------------------------------------------------
 
 

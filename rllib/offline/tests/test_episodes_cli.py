@@ -528,5 +528,40 @@ def test_hand_rolled_recipe_written_with_ray_data(
     assert read_spaces(tmp_path / "converted") == (OBS_SPACE, ACT_SPACE)
 
 
+def test_info_and_validate_read_multi_agent_files(tmp_path):
+    from rllib.offline.tests.episode_factory import (
+        AGENT_SPACES,
+        make_multi_agent_episode,
+    )
+
+    observation_spaces = {agent: spaces[0] for agent, spaces in AGENT_SPACES.items()}
+    episodes = [make_multi_agent_episode(seed=i) for i in range(3)]
+    expected_return = sum(e.get_return() for e in episodes)
+    late = episodes[2].agent_episodes["late"]
+    late.observations.data[1] = late.observations.data[1] + 5.0
+    write_episodes(episodes, tmp_path, max_rows_per_file=2, validate=False)
+    info = inspection.dataset_info(tmp_path)
+    assert (info.num_episodes, info.num_steps, info.num_truncated) == (3, 18, 3)
+    assert info.returns.mean * 3 == pytest.approx(expected_return)
+    assert info.observation_space == observation_spaces
+    report = inspection.validate_dataset(tmp_path)
+    assert (report.num_episodes, report.num_steps) == (3, 18)
+    (problem,) = report.problems
+    assert problem.kind == "outside-space"
+    assert problem.episode_id == episodes[2].id_
+    assert "agent `'late'`: field `obs` at timestep 1" in problem.message
+
+
+def test_unreadable_file_error_points_at_validate(tmp_path):
+    """The reader's error names the command that lists every such file."""
+    from rllib.offline.episode_files.reader import read_file_metadata
+
+    write_episodes(cartpole_episodes(1, max_steps=20)[1], tmp_path)
+    (path,) = tmp_path.glob("*.parquet")
+    path.write_bytes(path.read_bytes()[:-20])
+    with pytest.raises(ValueError, match=r"ray\.rllib\.offline\.episodes validate DIR"):
+        read_file_metadata(str(path))
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main(["-v", __file__]))

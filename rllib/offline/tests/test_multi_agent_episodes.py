@@ -176,26 +176,6 @@ def test_numpy_episode_round_trip(tmp_path):
         )
 
 
-def test_info_and_validate_read_multi_agent_files(tmp_path):
-    from rllib.offline.tools.inspection import dataset_info, validate_dataset
-
-    episodes = [make_multi_agent_episode(seed=i) for i in range(3)]
-    expected_return = sum(e.get_return() for e in episodes)
-    late = episodes[2].agent_episodes["late"]
-    late.observations.data[1] = late.observations.data[1] + 5.0
-    write_episodes(episodes, tmp_path, max_rows_per_file=2, validate=False)
-    info = dataset_info(tmp_path)
-    assert (info.num_episodes, info.num_steps, info.num_truncated) == (3, 18, 3)
-    assert info.returns.mean * 3 == pytest.approx(expected_return)
-    assert info.observation_space == OBSERVATION_SPACES
-    report = validate_dataset(tmp_path)
-    assert (report.num_episodes, report.num_steps) == (3, 18)
-    (problem,) = report.problems
-    assert problem.kind == "outside-space"
-    assert problem.episode_id == episodes[2].id_
-    assert "agent `'late'`: field `obs` at timestep 1" in problem.message
-
-
 if __name__ == "__main__":
     import sys
 

@@ -122,7 +122,7 @@ def test_a_truncated_file_fails_naming_it_and_the_fix(writer_dir, tmp_path):
         config.build_algo()
     message = str(raised.value)
     assert f"Episode file `{broken}` is not a readable parquet file" in message
-    assert "python -m ray.rllib.offline.episodes validate DIR" in message
+    assert "re-write it if it is a truncated episode file" in message
 
 
 # -- Training ------------------------------------------------------------------

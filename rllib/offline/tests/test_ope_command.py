@@ -220,6 +220,36 @@ def test_bad_arguments_fail_clearly(tmp_path, episodes, capsys):
     assert "choose from is,wis" in capsys.readouterr().err
 
 
+def test_recorded_action_units_map_to_the_modules(tmp_path):
+    from rllib.examples.offline_rl.scripted_continuous_control import (
+        record_episodes,
+    )
+    from rllib.offline.episode_files.action_units import (
+        ENV_UNITS,
+        NORMALIZED,
+        ActionRescaling,
+    )
+
+    controller_episodes = record_episodes("pendulum", "expert", 200, seed=3)
+    data_action_rescaling = ope_command.data_action_rescaling
+
+    env_dir, norm_dir, hand_dir = (tmp_path / d for d in ("env", "norm", "hand"))
+    write_episodes(controller_episodes[:1], str(env_dir))
+    write_episodes(controller_episodes[:1], str(norm_dir), action_units=NORMALIZED)
+    hand_dir.mkdir()
+    write_hand_rolled_files(controller_episodes[:1], hand_dir)
+    assert data_action_rescaling([str(env_dir)], NORMALIZED) == ActionRescaling(
+        ENV_UNITS, NORMALIZED
+    )
+    assert data_action_rescaling([str(env_dir)], ENV_UNITS) is None
+    assert data_action_rescaling([str(norm_dir)], NORMALIZED) is None
+    assert data_action_rescaling([str(hand_dir), str(env_dir)], NORMALIZED) == (
+        ActionRescaling(ENV_UNITS, NORMALIZED)
+    )
+    with pytest.raises(ValueError, match="record different action units"):
+        data_action_rescaling([str(env_dir), str(norm_dir)], NORMALIZED)
+
+
 if __name__ == "__main__":
     import sys
 

@@ -1,5 +1,5 @@
-"""The continuous-control datasets: behaviours of the stated quality, files
-that read back exactly, and Minari datasets with the same steps."""
+"""The continuous-control datasets: behaviours of the stated quality, and
+files that read back exactly."""
 
 import numpy as np
 import pytest
@@ -8,7 +8,6 @@ from rllib.examples.offline_rl.scripted_continuous_control import (
     RETURNS,
     behaviour_policy,
     build_datasets,
-    minari_dataset_id,
     normalized_score,
     record_episodes,
     rollout_returns,
@@ -77,24 +76,6 @@ def test_files_read_back_step_for_step(tmp_path):
 def _first_observation(episode):
     """Sort key: episode ids are random, first observations (seeded) are not."""
     return tuple(np.asarray(episode.get_observations(0)).tolist())
-
-
-def test_minari_datasets_hold_the_same_steps(tmp_path, monkeypatch):
-    pytest.importorskip("minari")
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
-    from ray.rllib.offline.tools.minari_io import read_minari
-
-    build_datasets(
-        str(tmp_path / "files"),
-        tasks=["pendulum"],
-        qualities=["expert"],
-        num_timesteps=200,
-        minari=True,
-    )
-    (episode,) = read_minari(minari_dataset_id("pendulum", "expert"))
-    (recorded,) = record_episodes("pendulum", "expert", 200)
-    np.testing.assert_allclose(episode.get_actions(), recorded.get_actions())
-    np.testing.assert_allclose(episode.get_rewards(), recorded.get_rewards())
 
 
 if __name__ == "__main__":
