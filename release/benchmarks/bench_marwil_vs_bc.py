@@ -115,6 +115,24 @@ def value_pass_share(learner, batch, repeats: int = 20) -> float:
     return spent[0] / total
 
 
+def offline_config(config, env, args):
+    """`config` on `env`'s spaces, one local Learner, reading `args.data`
+    with the benchmark's batch size, learning rate, seed and updates."""
+    return (
+        config.environment(
+            observation_space=env.observation_space, action_space=env.action_space
+        )
+        .learners(num_learners=0)
+        .debugging(seed=args.seed)
+        .training(train_batch_size_per_learner=args.batch_size, lr=args.lr)
+        .offline_data(
+            input_=[args.data],
+            input_read_episodes=True,
+            dataset_num_iters_per_learner=args.updates_per_iteration,
+        )
+    )
+
+
 def run_one(args) -> dict:
     """Trains one algorithm in this process and returns its figures."""
     import gymnasium as gym
@@ -134,19 +152,7 @@ def run_one(args) -> dict:
             config = config.rl_module(model_config={"vf_share_layers": False})
     else:
         config = BCConfig()
-    config = (
-        config.environment(
-            observation_space=env.observation_space, action_space=env.action_space
-        )
-        .learners(num_learners=0)
-        .debugging(seed=args.seed)
-        .training(train_batch_size_per_learner=args.batch_size, lr=args.lr)
-        .offline_data(
-            input_=[args.data],
-            input_read_episodes=True,
-            dataset_num_iters_per_learner=args.updates_per_iteration,
-        )
-    )
+    config = offline_config(config, env, args)
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     algo = config.build_algo()
     learner = algo.learner_group._learner
@@ -271,11 +277,14 @@ def _child(args, data, side, algo, seed, separate_vf=False) -> dict:
     if args.value_share:
         cmd.append("--value-share")
     env = dict(os.environ, RLLIB_FORK_DISABLE="1" if side == "upstream" else "0")
-    out = subprocess.run(
-        cmd, env=env, capture_output=True, text=True, timeout=args.timeout
-    )
+    return run_child(cmd, env, args.timeout, f"{side} {algo} seed {seed}")
+
+
+def run_child(cmd, env, timeout: float, what: str) -> dict:
+    """Runs a `--child` command; returns the JSON its last line prints."""
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
-        sys.exit(f"{side} {algo} seed {seed} failed:\n{out.stderr[-4000:]}")
+        sys.exit(f"{what} failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
