@@ -1,4 +1,4 @@
-"""Learning test: BC and MARWIL on two-agent CartPole expert episodes.
+"""Learning test: BC and MARWIL on multi-agent CartPole expert episodes.
 
 Records scripted-expert runs of RLlib's `MultiAgentCartPole` (two agents) as
 `MultiAgentEpisode`s, writes them with `EpisodeWriter`, and trains one module
@@ -9,6 +9,11 @@ of each algorithm; exits non-zero if one does not pass in `--max-iterations`.
 
 python release/rllib_tests/offline/multi_agent_cartpole.py [--algos bc marwil]
     [--num-learners 0] [--max-iterations 20] [--stream]
+    [--num-agents 4 --num-modules 2]
+
+`--num-agents N --num-modules M` records N poles and trains M modules that
+the agents share (agent i -> `p<i % M>`); by default two agents, one module
+each.
 
 `--stream` sets the memory budget to 0: the episodes stream through Ray Data
 and the fork's prelearner (one episode per prelearner call) instead of being
@@ -31,6 +36,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max-iterations", type=int, default=20)
     parser.add_argument("--num-episodes", type=int, default=20)
     parser.add_argument("--num-learners", type=int, default=0, choices=[0, 1])
+    parser.add_argument("--num-agents", type=int, default=2)
+    parser.add_argument(
+        "--num-modules",
+        type=int,
+        default=None,
+        help="Modules the agents share (agent i -> p<i % N); one per agent if unset.",
+    )
     parser.add_argument("--updates-per-iteration", type=int, default=25)
     parser.add_argument("--eval-episodes", type=int, default=5)
     parser.add_argument("--epsilon", type=float, default=0.05)
@@ -53,7 +65,12 @@ def run(args) -> list:
 
     data_dir = tempfile.mkdtemp(prefix="release-offline-multi-agent-")
     files = example.record_and_write(
-        data_dir, args.num_episodes, args.epsilon, args.seed
+        data_dir,
+        args.num_episodes,
+        args.epsilon,
+        args.seed,
+        num_agents=args.num_agents,
+        num_modules=args.num_modules,
     )
     agent_returns = {}
     for episode in read_episodes(data_dir):
@@ -61,7 +78,8 @@ def run(args) -> list:
             agent_returns.setdefault(agent_id, []).append(agent_episode.get_return())
     data_returns = {a: sum(r) / len(r) for a, r in sorted(agent_returns.items())}
     print(
-        f"wrote {args.num_episodes} two-agent episodes to {len(files)} files; "
+        f"wrote {args.num_episodes} {args.num_agents}-agent episodes to "
+        f"{len(files)} files; "
         f"data return per agent {data_returns}; fork active: {rllib.is_active()}"
     )
     memory_budget = None
@@ -78,6 +96,8 @@ def run(args) -> list:
                 updates_per_iteration=args.updates_per_iteration,
                 eval_episodes=args.eval_episodes,
                 seed=args.seed,
+                num_agents=args.num_agents,
+                num_modules=args.num_modules,
             )
             if args.stream:
                 # One episode per prelearner call: with the read batch at its
@@ -93,19 +113,24 @@ def run(args) -> list:
                 )
             history = []
             for iteration, returns, elapsed in example.train(
-                config, args.max_iterations, stop_at=args.threshold
+                config,
+                args.max_iterations,
+                stop_at=args.threshold,
+                num_agents=args.num_agents,
             ):
                 history.append(returns)
                 shown = ", ".join(f"agent {a}: {r:.1f}" for a, r in returns.items())
                 print(f"[{algo}] iter {iteration} ({elapsed:.1f}s): {shown}")
             final = history[-1] if history else {}
-            passed = len(final) == example.NUM_AGENTS and all(
+            passed = len(final) == args.num_agents and all(
                 r >= args.threshold for r in final.values()
             )
             summaries.append(
                 {
                     "algo": algo,
                     "num_learners": args.num_learners,
+                    "num_agents": args.num_agents,
+                    "num_modules": args.num_modules or args.num_agents,
                     "streamed": args.stream,
                     "passed": passed,
                     "threshold": args.threshold,

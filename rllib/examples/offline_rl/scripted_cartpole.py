@@ -117,6 +117,17 @@ def module_of_agent(agent_id, episode=None, **kwargs) -> str:
     return f"p{agent_id}"
 
 
+class SharedModules:
+    """Agent `i` is trained by module `p<i % num_modules>`: agents share
+    modules. A class, so that Ray pickles it by reference."""
+
+    def __init__(self, num_modules: int):
+        self.num_modules = num_modules
+
+    def __call__(self, agent_id, episode=None, **kwargs) -> str:
+        return f"p{int(agent_id) % self.num_modules}"
+
+
 def record_multi_agent_episodes(
     env,
     num_episodes: int,
@@ -124,6 +135,7 @@ def record_multi_agent_episodes(
     *,
     epsilon: float = 0.0,
     seed: int = 0,
+    agent_to_module: Callable[..., str] = module_of_agent,
 ) -> list:
     """Runs `policy` for every agent of a multi-agent env and records each run.
 
@@ -138,10 +150,11 @@ def record_multi_agent_episodes(
         epsilon: Share of uniformly random actions, per agent and step.
         seed: Seeds the resets (`seed + i` for episode `i`) and the random
             actions.
+        agent_to_module: Maps each agent to its module in the episodes.
 
     Returns:
         Finished `MultiAgentEpisode`s whose agents map to modules through
-        `module_of_agent`.
+        `agent_to_module`.
     """
     from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
@@ -154,7 +167,7 @@ def record_multi_agent_episodes(
             infos=[infos],
             observation_space=dict(env.observation_spaces),
             action_space=dict(env.action_spaces),
-            agent_to_module_mapping_fn=module_of_agent,
+            agent_to_module_mapping_fn=agent_to_module,
         )
         done_agents = set()
         while not episode.is_done:

@@ -18,6 +18,9 @@ How to run this script
 `python train_multi_agent_offline.py [--algo=marwil] [--num-episodes=20]
 [--iterations=10] [--num-learners=0] [--output-dir=DIR]`
 
+`--num-agents 4 --num-modules 2` runs four poles whose agents share two
+modules (agents 0 and 2 train `p0`, agents 1 and 3 train `p1`).
+
 Results to expect
 -----------------
 With the defaults (BC, 20 episodes, 10 iterations), on 2 CPUs, in about a
@@ -43,6 +46,7 @@ from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, EVALUATION_RESULTS
 from ray.tune.registry import register_env
 
 from rllib.examples.offline_rl.scripted_cartpole import (
+    SharedModules,
     balance_action,
     module_of_agent,
     record_multi_agent_episodes,
@@ -55,7 +59,16 @@ MODULES = {f"p{i}" for i in range(NUM_AGENTS)}
 
 
 def make_env(config: Optional[Dict[str, Any]] = None) -> MultiAgentCartPole:
-    return MultiAgentCartPole(config={"num_agents": NUM_AGENTS})
+    num_agents = (config or {}).get("num_agents", NUM_AGENTS)
+    return MultiAgentCartPole(config={"num_agents": num_agents})
+
+
+def agent_to_module(num_agents: int, num_modules: Optional[int]):
+    """One module per agent (`p<i>`), or `num_modules` modules that the agents
+    share (agent `i` -> `p<i % num_modules>`); returns (modules, mapping)."""
+    if num_modules is None or num_modules == num_agents:
+        return {f"p{i}" for i in range(num_agents)}, module_of_agent
+    return {f"p{i}" for i in range(num_modules)}, SharedModules(num_modules)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -68,6 +81,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--updates-per-iteration", type=int, default=25)
     parser.add_argument("--num-learners", type=int, default=0, choices=[0, 1])
+    parser.add_argument("--num-agents", type=int, default=NUM_AGENTS)
+    parser.add_argument(
+        "--num-modules",
+        type=int,
+        default=None,
+        help="Modules the agents share (agent i -> p<i % N); one per agent if unset.",
+    )
     parser.add_argument(
         "--epsilon",
         type=float,
@@ -95,11 +115,24 @@ def scripted_action(obs) -> int:
     return balance_action(obs[2], obs[3])
 
 
-def record_and_write(data_dir: str, num_episodes: int, epsilon: float, seed: int):
+def record_and_write(
+    data_dir: str,
+    num_episodes: int,
+    epsilon: float,
+    seed: int,
+    *,
+    num_agents: int = NUM_AGENTS,
+    num_modules: Optional[int] = None,
+):
     """Records the scripted runs and writes them; returns the files."""
-    env = make_env()
+    env = make_env({"num_agents": num_agents})
     episodes = record_multi_agent_episodes(
-        env, num_episodes, scripted_action, epsilon=epsilon, seed=seed
+        env,
+        num_episodes,
+        scripted_action,
+        epsilon=epsilon,
+        seed=seed,
+        agent_to_module=agent_to_module(num_agents, num_modules)[1],
     )
     env.close()
     return write_episodes(episodes, data_dir, max_rows_per_file=10)
@@ -113,8 +146,11 @@ def build_config(
     updates_per_iteration: int = 25,
     eval_episodes: int = 3,
     seed: int = 0,
+    num_agents: int = NUM_AGENTS,
+    num_modules: Optional[int] = None,
 ):
-    """BC or MARWIL with one module per agent, reading `data_dir`."""
+    """BC or MARWIL with one module per agent (or `num_modules` shared ones),
+    reading `data_dir`."""
     if algo == "marwil":
         from ray.rllib.algorithms.marwil import MARWILConfig
 
@@ -124,9 +160,10 @@ def build_config(
 
         config = BCConfig()
     register_env(ENV_NAME, make_env)
+    modules, mapping = agent_to_module(num_agents, num_modules)
     return (
-        config.environment(ENV_NAME)
-        .multi_agent(policies=MODULES, policy_mapping_fn=module_of_agent)
+        config.environment(ENV_NAME, env_config={"num_agents": num_agents})
+        .multi_agent(policies=modules, policy_mapping_fn=mapping)
         .env_runners(num_env_runners=0)
         .learners(num_learners=num_learners)
         .training(train_batch_size_per_learner=1024, lr=8e-4)
@@ -153,7 +190,13 @@ def agent_returns(result: Dict[str, Any]) -> Dict[Any, float]:
     return {agent_id: float(value) for agent_id, value in sorted(returns.items())}
 
 
-def train(config, iterations: int, *, stop_at: Optional[float] = None):
+def train(
+    config,
+    iterations: int,
+    *,
+    stop_at: Optional[float] = None,
+    num_agents: int = NUM_AGENTS,
+):
     """Trains for up to `iterations`; yields `(iteration, returns, seconds)`.
 
     Stops early once every agent's evaluation return reaches `stop_at`.
@@ -165,7 +208,7 @@ def train(config, iterations: int, *, stop_at: Optional[float] = None):
             returns = agent_returns(algo.train())
             elapsed = time.perf_counter() - started
             yield iteration, returns, elapsed
-            if stop_at is not None and len(returns) == NUM_AGENTS:
+            if stop_at is not None and len(returns) == num_agents:
                 if min(returns.values()) >= stop_at:
                     return
     finally:
@@ -179,8 +222,18 @@ def main(argv=None) -> Dict[Any, float]:
 
     ray.init(num_cpus=max(4, os.cpu_count() or 1), ignore_reinit_error=True)
     data_dir = args.output_dir or tempfile.mkdtemp(prefix="multi_agent_cartpole_")
-    files = record_and_write(data_dir, args.num_episodes, args.epsilon, args.seed)
-    print(f"Wrote {args.num_episodes} two-agent episodes to {len(files)} files.")
+    files = record_and_write(
+        data_dir,
+        args.num_episodes,
+        args.epsilon,
+        args.seed,
+        num_agents=args.num_agents,
+        num_modules=args.num_modules,
+    )
+    print(
+        f"Wrote {args.num_episodes} {args.num_agents}-agent episodes to "
+        f"{len(files)} files."
+    )
     config = build_config(
         args.algo,
         data_dir,
@@ -188,9 +241,13 @@ def main(argv=None) -> Dict[Any, float]:
         updates_per_iteration=args.updates_per_iteration,
         eval_episodes=args.eval_episodes,
         seed=args.seed,
+        num_agents=args.num_agents,
+        num_modules=args.num_modules,
     )
     returns = {}
-    for iteration, returns, elapsed in train(config, args.iterations):
+    for iteration, returns, elapsed in train(
+        config, args.iterations, num_agents=args.num_agents
+    ):
         shown = ", ".join(f"agent {a}: {r:.1f}" for a, r in returns.items())
         print(f"iteration {iteration} ({elapsed:.0f} s): evaluation return {shown}")
     return returns
