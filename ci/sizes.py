@@ -53,8 +53,11 @@ FILES: Dict[str, str] = {
     "rllib/core/distribution/torch/tests/test_squashed_gaussian_deterministic.py": (
         SMALL
     ),
+    "rllib/algorithms/cql/tests/test_cql_lagrangian_weight.py": SMALL,
+    "rllib/algorithms/cql/tests/test_cql_learners_in_step.py": LARGE,
     "rllib/algorithms/cql/tests/test_cql_loss.py": SMALL,
     "rllib/algorithms/cql/tests/test_cql_loss_matches_upstream.py": SMALL,
+    "rllib/algorithms/cql/tests/test_cql_n_step.py": SMALL,
     "rllib/algorithms/iql/tests/test_iql_config.py": SMALL,
     "rllib/algorithms/iql/tests/test_iql_loss.py": SMALL,
     "rllib/algorithms/iql/tests/test_iql_matches_upstream.py": SMALL,

@@ -95,6 +95,10 @@ def apply_topic(tree: pathlib.Path, topic: series_module.Topic) -> None:
             text = ray_format(text, path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
+    for path, edits in topic.upstream_edits.items():
+        target = tree / path
+        text = edit_upstream(target.read_text(), edits, f"{topic.slug}: {path}")
+        target.write_text(ray_format(text, path))
     _git(tree, "add", "-A")
     if not _git(tree, "diff", "--cached", "--name-only").strip():
         raise SystemExit(f"topic {topic.slug} changes nothing.")
@@ -104,11 +108,29 @@ def apply_topic(tree: pathlib.Path, topic: series_module.Topic) -> None:
             f"\nRegression tests (they fail on ray {ray_version()} without this "
             "patch):\n" + "".join(f"- {test}\n" for test in topic.regression_tests)
         )
+    if topic.stacked_on:
+        subjects = {other.slug: other.subject for other in series_module.SERIES}
+        message += "\nStacked on (these pull requests merge first):\n" + "".join(
+            f"- {subjects[slug]}\n" for slug in topic.stacked_on
+        )
     build_section = bazel.build_section(topic.tests)
     if build_section:
         message += f"\n{build_section}"
     # Ray takes contributions under the DCO: every commit is signed off.
     _git(tree, "commit", "-q", "--signoff", f"--author={AUTHOR}", "-m", message)
+
+
+def edit_upstream(text: str, edits, where: str) -> str:
+    """``text`` with each ``(old, new)`` edit made; ``old`` must occur once."""
+    for old, new in edits:
+        count = text.count(old)
+        if count != 1:
+            raise SystemExit(
+                f"{where}: an upstream edit's text occurs {count} times (must "
+                f"be once); ray's code changed? It begins {old[:60]!r}."
+            )
+        text = text.replace(old, new)
+    return text
 
 
 def _ruff_unused_imports(text: str, path: str, fix: bool) -> str:

@@ -30,6 +30,11 @@ class Topic:
     #: The topics a bug fix stacks on (their patches apply first, in series
     #: order); the fix's pull request says so.
     stacked_on: Sequence[str] = ()
+    #: Per ray file: (old, new) edits of its text as the series left it, each
+    #: ``old`` found exactly once. A minimal fix in ray's own code, where the
+    #: fork's version of the function also carries later changes (a later
+    #: topic splices that version over it); the regression tests check both.
+    upstream_edits: Dict[str, Sequence[Tuple[str, str]]] = field(default_factory=dict)
 
 
 _NO_CLUSTER_CHECK_PRELEARNER = (
@@ -48,6 +53,8 @@ _NO_CLUSTER_CHECK_PRELEARNER = (
         "",
     ),
 )
+
+CQL_LEARNER = "rllib/algorithms/cql/torch/cql_torch_learner.py"
 
 SERIES: List[Topic] = [
     Topic(
@@ -702,47 +709,136 @@ SERIES: List[Topic] = [
         ),
     ),
     Topic(
-        slug="cql-loss-corrections",
-        subject=(
-            "[RLlib] CQL and IQL Learners: box density, n-step targets, gradients"
-            " in step across Learners"
-        ),
+        slug="cql-box-density",
+        subject="[RLlib] CQL: weigh random actions by the action box's density",
         description=(
-            "CQL's conservative penalty subtracts each random action's log-density,\n"
-            "but the random actions are drawn uniformly from the action box while\n"
-            "the density used is that of [-1, 1]^d (the TODO in the learner). The\n"
-            "Bellman target discounted the bootstrap with `gamma` even for rows\n"
-            "whose reward sums `n_step` rewards; SAC's learner uses\n"
-            "`gamma ** n_step`, and so does CQL's now. With two or more Learners\n"
-            "CQL copied each optimizer's gradients before DDP averaged them, so\n"
-            "the Learners' modules drifted apart; they are averaged explicitly.\n"
-            "CQL and IQL loop over a set of module ids, ordered by each process's\n"
-            "hash seed, so DDP could average one module's gradients with another's;\n"
-            "both loop in sorted order now. `lagrangian=True`, ignored on the new\n"
-            "stack, learns the conservative weight `alpha'` by dual ascent on the\n"
-            "penalty's excess over `lagrangian_thresh` (the CQL paper's Lagrangian\n"
-            "form), with its own optimizer.\n\n"
+            "CQL's conservative penalty subtracts each random action's log-density\n"
+            "from its Q-value. The random actions are drawn uniformly from the\n"
+            "action box, but the density used was that of [-1, 1]^d whatever the\n"
+            "box (the TODO in the learner). It is now the box's own,\n"
+            "-sum(log(high - low)).\n\n"
             "Behaviour change: CQL's critic loss for action boxes other than\n"
-            "[-1, 1] and for `n_step > 1`; identical values otherwise. With\n"
-            "`num_learners >= 2` every Learner applies the averaged gradients."
+            "[-1, 1]; identical values for [-1, 1]."
+        ),
+        files=[],
+        upstream_edits={
+            CQL_LEARNER: [
+                (
+                    "        # TODO (simon): This is the density for a discrete"
+                    " uniform, however, actions\n"
+                    "        # come from a continuous one. So actually this density"
+                    " should use (1/(high-low))\n"
+                    "        # instead of (1/2).\n"
+                    "        random_density = torch.log(\n"
+                    "            torch.pow(\n"
+                    "                0.5,\n"
+                    "                torch.tensor(\n"
+                    '                    fwd_out["actions_curr_repeat"].shape[-1],\n'
+                    "                    device="
+                    'fwd_out["actions_curr_repeat"].device,\n'
+                    "                ),\n"
+                    "            )\n"
+                    "        )\n",
+                    "        # Random actions are uniform on the action box:"
+                    " log-density\n"
+                    "        # -sum(log(high - low)).\n"
+                    "        action_space = self.module[module_id].action_space\n"
+                    "        random_density = -torch.log(\n"
+                    "            torch.as_tensor(\n"
+                    "                action_space.high - action_space.low,\n"
+                    "                dtype=torch.float32,\n"
+                    '                device=fwd_out["actions_curr_repeat"].device,\n'
+                    "            )\n"
+                    "        ).sum()\n",
+                ),
+            ]
+        },
+        tests=[
+            "rllib/algorithms/cql/tests/cql_fixtures.py",
+            "rllib/algorithms/cql/tests/test_cql_loss.py",
+        ],
+        regression_tests=[
+            "rllib/algorithms/cql/tests/test_cql_loss.py::"
+            f"test_critic_losses_weigh_random_actions_by_the_box_density[{high}]"
+            for high in ("2.0", "3.0")
+        ],
+    ),
+    Topic(
+        slug="cql-iql-learners-in-step",
+        subject=("[RLlib] CQL and IQL: Learners apply the same averaged gradients"),
+        description=(
+            "CQL and IQL step one optimizer per loss term, each after its own\n"
+            "backward pass. With `num_learners >= 2` their Learners drifted apart:\n"
+            "CQL copied each optimizer's gradients right after its backward pass,\n"
+            "before DDP's averaged values reached them (48 of 57 weight tensors\n"
+            "of two Learners differed after three updates of one module), and\n"
+            "both looped over a `set` of module ids, whose order follows each\n"
+            "process's hash seed, so DDP could average one module's gradients\n"
+            "with another's. Both now run the backward passes in sorted module\n"
+            "order and average all gradients over the Learners in one\n"
+            "all-reduce, in an order every Learner shares.\n\n"
+            "Behaviour change: with `num_learners >= 2` every Learner applies\n"
+            "the averaged gradients; identical values with one Learner."
         ),
         files=[
             "rllib/core/learner/optimizer_gradients.py",
-            "rllib/algorithms/cql/torch/cql_torch_learner.py",
+            CQL_LEARNER + "::CQLTorchLearner.compute_gradients",
             "rllib/algorithms/iql/torch/iql_torch_learner.py"
             "::IQLTorchLearner.compute_gradients",
         ],
         tests=[
-            "rllib/algorithms/cql/tests/cql_fixtures.py",
-            "rllib/algorithms/cql/tests/test_cql_loss.py",
+            "rllib/algorithms/cql/tests/test_cql_learners_in_step.py",
             "rllib/algorithms/cql/tests/test_cql_iql_from_episodes.py",
         ],
-        size_reason=(
-            "The corrections and the Lagrangian weight all live in CQL's one loss\n"
-            "function (about 300 lines of code); the rest is its hand-computed\n"
-            "loss tests and the training tests with 0, 1 and 2 Learners. To be\n"
-            "split by function for upstream (issue 38)."
+        regression_tests=[
+            "rllib/algorithms/cql/tests/test_cql_learners_in_step.py::"
+            "test_two_learners_keep_identical_modules"
+        ],
+        stacked_on=["cql-box-density"],
+    ),
+    Topic(
+        slug="cql-n-step-discount",
+        subject="[RLlib] CQL: discount n-step bootstraps by `gamma ** n_step`",
+        description=(
+            "With `n_step > 1` the sampled rows' rewards already sum `n_step`\n"
+            "discounted rewards (the `n_step` column the replay buffers add), yet\n"
+            "CQL's Bellman target discounted the bootstrap by `gamma`, as if one\n"
+            "step had passed (the TODO in the learner). It uses\n"
+            "`gamma ** n_step`, as SAC's learner does, and `gamma` where a batch\n"
+            "has no `n_step` column.\n\n"
+            "Behaviour change: CQL's critic loss for `n_step > 1`; identical\n"
+            "values for `n_step=1` (CQL's default)."
         ),
+        files=[],
+        upstream_edits={
+            CQL_LEARNER: [
+                (
+                    "        q_selected_target = (\n"
+                    "            # TODO (simon): Add an `n_step` option to the"
+                    " `AddNextObsToBatch` connector.\n"
+                    "            batch[Columns.REWARDS]\n"
+                    "            # TODO (simon): Implement n_step.\n"
+                    "            + (config.gamma) * q_next_masked\n"
+                    "        ).detach()\n",
+                    "        # A row's reward sums `n_step` discounted rewards:"
+                    " its bootstrap\n"
+                    "        # is `n_step` steps ahead.\n"
+                    "        discount = config.gamma\n"
+                    '        if "n_step" in batch:\n'
+                    '            discount = config.gamma ** batch["n_step"].float()\n'
+                    "        q_selected_target = (\n"
+                    "            batch[Columns.REWARDS] + discount * q_next_masked\n"
+                    "        ).detach()\n",
+                ),
+            ]
+        },
+        tests=["rllib/algorithms/cql/tests/test_cql_n_step.py"],
+        regression_tests=[
+            "rllib/algorithms/cql/tests/test_cql_n_step.py::"
+            f"test_bootstrap_is_discounted_by_gamma_to_the_n_step[{n_step}]"
+            for n_step in (2, 3)
+        ],
+        stacked_on=["cql-box-density"],
     ),
     Topic(
         slug="iql-policy-extraction",
@@ -764,6 +860,56 @@ SERIES: List[Topic] = [
         tests=[
             "rllib/algorithms/iql/tests/iql_fixtures.py",
             "rllib/algorithms/iql/tests/test_iql_loss.py",
+        ],
+        regression_tests=[
+            "rllib/algorithms/iql/tests/test_iql_loss.py::"
+            f"test_losses_written_out_by_hand[{twin}]"
+            for twin in ("False", "True")
+        ]
+        + [
+            "rllib/algorithms/iql/tests/test_iql_loss.py::"
+            "test_the_actor_fits_a_behaviour_saturating_at_the_bounds"
+        ],
+        stacked_on=[
+            "squashed-gaussian-deterministic",
+            "cql-box-density",
+            "cql-iql-learners-in-step",
+        ],
+    ),
+    Topic(
+        slug="cql-lagrangian",
+        subject="[RLlib] CQL: learn the conservative weight with `lagrangian=True`",
+        description=(
+            "`CQLConfig(lagrangian=True)` was ignored on the new API stack (the\n"
+            "TODOs in the learner). The conservative weight `alpha'` is now\n"
+            "learned as in the CQL paper's Lagrangian form: each critic's penalty\n"
+            "enters its loss as `alpha' * (penalty - lagrangian_thresh)`, and\n"
+            "`log alpha'` ascends the critics' mean excess with its own Adam\n"
+            "optimizer (`alpha_prime`, at `critic_lr`, from `alpha' = 1`, clamped\n"
+            "to [0, 1e6]). The loss function is restructured around one critic\n"
+            "loss helper for both critics; with `lagrangian=False` (the default)\n"
+            "its values are unchanged.\n\n"
+            "Behaviour change: only with `lagrangian=True`."
+        ),
+        files=[
+            CQL_LEARNER + "::CQLTorchLearner.configure_optimizers_for_module,"
+            "CQLTorchLearner.compute_loss_for_module",
+        ],
+        tests=["rllib/algorithms/cql/tests/test_cql_lagrangian_weight.py"],
+        regression_tests=[
+            "rllib/algorithms/cql/tests/test_cql_lagrangian_weight.py::"
+            f"test_lagrangian_losses_equal_the_written_out_loss[{twin}]"
+            for twin in ("True", "False")
+        ]
+        + [
+            "rllib/algorithms/cql/tests/test_cql_lagrangian_weight.py::"
+            f"test_lagrangian_weight_follows_the_penalty_excess[{case}]"
+            for case in ("-100.0-True", "100.0-False")
+        ],
+        stacked_on=[
+            "cql-box-density",
+            "cql-iql-learners-in-step",
+            "cql-n-step-discount",
         ],
     ),
     Topic(

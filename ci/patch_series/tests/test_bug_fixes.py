@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ci.patch_series import bug_fixes
+from ci.patch_series import bug_fixes, build
 from ci.patch_series.series import SERIES, Topic
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -82,6 +82,39 @@ def test_every_regression_test_is_a_test_of_its_own_patch():
             path, _, name = node_id.partition("::")
             assert path in topic.tests, (topic.slug, node_id)
             assert name.split("[")[0] in _test_functions(path), (topic.slug, node_id)
+
+
+def test_a_fix_stacks_only_on_earlier_patches():
+    order = [topic.slug for topic in SERIES]
+    for number, topic in enumerate(SERIES):
+        for slug in topic.stacked_on:
+            assert slug in order[:number], (topic.slug, slug)
+
+
+def test_upstream_edits_match_rays_sources_exactly_once():
+    """Each minimal fix's edits, made in series order on ray's installed
+    files, find their text once: the patch is the fix and nothing else, and
+    a changed ray fails here. (No topic between two edits of a file splices
+    that file.)"""
+    installed = build.installed_rllib()
+    texts = {}
+    edited = [topic for topic in SERIES if topic.upstream_edits]
+    assert edited
+    for topic in edited:
+        for path, edits in topic.upstream_edits.items():
+            if path not in texts:
+                texts[path] = (installed / path.removeprefix("rllib/")).read_text()
+            texts[path] = build.edit_upstream(texts[path], edits, topic.slug)
+
+
+def test_an_upstream_edit_must_match_once():
+    text = "a = 1\nb = 2\na = 1\n"
+    assert build.edit_upstream(text, [("b = 2", "b = 3")], "x") == (
+        "a = 1\nb = 3\na = 1\n"
+    )
+    for old in ("a = 1", "c = 3"):
+        with pytest.raises(SystemExit, match="occurs [02] times"):
+            build.edit_upstream(text, [(old, "")], "x")
 
 
 if __name__ == "__main__":

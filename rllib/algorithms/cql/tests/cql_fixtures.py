@@ -1,9 +1,11 @@
-"""A local CQL Learner (no Ray), batches and its forward pass, for the loss tests."""
+"""A local CQL Learner (no Ray), batches, its forward pass and CQL's losses
+written out by hand, for the loss tests."""
 
 import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.algorithms.cql import CQLConfig
+from ray.rllib.algorithms.sac.sac_learner import QF_PREDS, QF_TWIN_PREDS
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 
@@ -67,3 +69,42 @@ def losses(loss_fn, learner, config, batch, fwd_out):
     parts = {name: float(loss) for (_, name), loss in learner._temp_losses.items()}
     learner._temp_losses.clear()
     return float(total), parts
+
+
+def expected_penalty(config, fwd_out, log_density, twin=False):
+    """CQL's log-sum-exp penalty over random, next-state and current-state
+    sampled actions, less the logged actions' Q-values, times `min_q_weight`."""
+    prefix = "q_twin" if twin else "q"
+    q = fwd_out[QF_TWIN_PREDS if twin else QF_PREDS].double()
+    sampled = torch.cat(
+        [
+            fwd_out[f"{prefix}_rand_repeat"].double() - log_density,
+            fwd_out[f"{prefix}_next_repeat"].double()
+            - fwd_out["logps_next_repeat"].double(),
+            fwd_out[f"{prefix}_curr_repeat"].double()
+            - fwd_out["logps_curr_repeat"].double(),
+        ],
+        dim=1,
+    )
+    penalty = torch.logsumexp(sampled, dim=1).mean() - q.mean()
+    return float(config.min_q_weight * penalty)
+
+
+def expected_td_loss(config, batch, fwd_out, twin=False):
+    """Squared TD error to the `gamma ** n_step` bootstrapped target."""
+    q = fwd_out[QF_TWIN_PREDS if twin else QF_PREDS].double()
+    discount = config.gamma ** batch["n_step"].double()
+    not_terminated = 1.0 - batch[Columns.TERMINATEDS].double()
+    target = (
+        batch[Columns.REWARDS].double()
+        + discount * not_terminated * fwd_out["q_target_next"].double()
+    )
+    return float(((q - target) ** 2).mean())
+
+
+def expected_critic_loss(config, batch, fwd_out, log_density, twin=False):
+    """Squared TD error to the n-step target plus CQL's log-sum-exp penalty
+    over random, next-state and current-state sampled actions."""
+    return expected_td_loss(config, batch, fwd_out, twin) + expected_penalty(
+        config, fwd_out, log_density, twin
+    )
