@@ -108,6 +108,8 @@ FILES: Dict[str, str] = {
     "rllib/offline/tests/test_ope_command.py": MEDIUM,
     "rllib/offline/tests/test_policy_evaluation_estimates.py": MEDIUM,
     "rllib/offline/tests/test_prelearner_columnar_path.py": SMALL,
+    "rllib/offline/tests/test_recorder_keeps_every_row.py": MEDIUM,
+    "rllib/offline/tests/test_recorder_write_failures.py": MEDIUM,
     "rllib/offline/tests/test_recording_matches_upstream.py": MEDIUM,
     "rllib/offline/tests/test_train_on_episodes.py": MEDIUM,
     "rllib/offline/tests/test_train_streaming.py": MEDIUM,

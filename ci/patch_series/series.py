@@ -55,6 +55,7 @@ _NO_CLUSTER_CHECK_PRELEARNER = (
 )
 
 CQL_LEARNER = "rllib/algorithms/cql/torch/cql_torch_learner.py"
+RECORDER = "rllib/offline/offline_env_runner.py"
 
 SERIES: List[Topic] = [
     Topic(
@@ -314,6 +315,145 @@ SERIES: List[Topic] = [
             "rllib/offline/tests/crash_child.py",
             "rllib/offline/tests/test_crash_safety.py",
         ],
+    ),
+    Topic(
+        slug="recorder-write-failures",
+        subject="[RLlib] Recorder: raise when writing the samples fails",
+        description=(
+            "`OfflineSingleAgentEnvRunner` (`config.offline_data(output=...)`)\n"
+            "logged any exception of its writes and went on sampling: a full\n"
+            "disk, a missing permission or a bad output path left a dataset with\n"
+            "holes and a training run that did not stop. Both writes, in\n"
+            "`sample()` and at `stop()`, now raise an `OSError` that names the\n"
+            "output path, chained to the cause (#51747, item 1).\n\n"
+            "Behaviour change: a failed write raises instead of logging."
+        ),
+        files=[],
+        upstream_edits={
+            RECORDER: [
+                (
+                    '                logger.info(f"Wrote samples to storage at'
+                    ' {path}.")\n'
+                    "            except Exception as e:\n"
+                    "                logger.error(e)\n",
+                    '                logger.info(f"Wrote samples to storage at'
+                    ' {path}.")\n'
+                    "            except Exception as e:\n"
+                    "                raise OSError(\n"
+                    '                    f"The recorder could not write its samples'
+                    ' to {path}: {e}"\n'
+                    "                ) from e\n",
+                ),
+                (
+                    '                    f"`max_rows_per_file`, if defined."\n'
+                    "                )\n"
+                    "            except Exception as e:\n"
+                    "                logger.error(e)\n",
+                    '                    f"`max_rows_per_file`, if defined."\n'
+                    "                )\n"
+                    "            except Exception as e:\n"
+                    "                raise OSError(\n"
+                    '                    "The recorder could not write its final'
+                    ' samples to "\n'
+                    '                    f"{path}: {e}"\n'
+                    "                ) from e\n",
+                ),
+            ]
+        },
+        tests=["rllib/offline/tests/test_recorder_write_failures.py"],
+        regression_tests=[
+            "rllib/offline/tests/test_recorder_write_failures.py::"
+            f"test_a_failed_write_raises[{flag}]"
+            for flag in ("True", "False")
+        ],
+    ),
+    Topic(
+        slug="recorder-every-chunk",
+        subject="[RLlib] Recorder: write every full file of rows of a sample call",
+        description=(
+            "With `output_max_rows_per_file`, `sample()` cut its buffer into\n"
+            "full chunks in a loop but wrote only the dataset of the last one:\n"
+            "a call that filled four files wrote one and dropped three (#51747,\n"
+            "item 1). Each full chunk is now written, to the call's run\n"
+            "directory as before.\n\n"
+            "Behaviour change: no rows are dropped."
+        ),
+        files=[],
+        upstream_edits={
+            RECORDER: [
+                (
+                    "                while len(self._samples) >="
+                    " self.output_max_rows_per_file:\n",
+                    "                datasets = []\n"
+                    "                while len(self._samples) >="
+                    " self.output_max_rows_per_file:\n",
+                ),
+                (
+                    "                    samples_ds ="
+                    " ray.data.from_items(samples_to_write)\n"
+                    "            # Otherwise, write the complete data.\n"
+                    "            else:\n"
+                    "                samples_ds = ray.data.from_items(self._samples)\n"
+                    "            try:\n"
+                    "                # Setup the path for writing data. Each run will"
+                    " be written to\n"
+                    "                # its own file. A run is a writing event. The"
+                    " path will look\n"
+                    "                # like. 'base_path/env-name/00000<WorkerID>"
+                    "-00000<RunID>'.\n"
+                    "                path = (\n"
+                    "                    Path(self.output_path)\n"
+                    "                    .joinpath(self.subdir_path)\n"
+                    "                    .joinpath(self.worker_path +"
+                    ' f"-{self._sample_counter}".zfill(6))\n'
+                    "                )\n"
+                    "                getattr(samples_ds, self.output_write_method)(\n"
+                    "                    path.as_posix(),"
+                    " **self.output_write_method_kwargs\n"
+                    "                )\n"
+                    '                logger.info(f"Wrote samples to storage at'
+                    ' {path}.")\n'
+                    "            except Exception as e:\n"
+                    "                raise OSError(\n"
+                    '                    f"The recorder could not write its samples'
+                    ' to {path}: {e}"\n'
+                    "                ) from e\n",
+                    "                    datasets.append("
+                    "ray.data.from_items(samples_to_write))\n"
+                    "            # Otherwise, write the complete data.\n"
+                    "            else:\n"
+                    "                datasets = [ray.data.from_items(self._samples)]\n"
+                    "            # All of a call's files go into its run directory:\n"
+                    "            # 'base_path/env-name/00000<WorkerID>-00000<RunID>'.\n"
+                    "            path = (\n"
+                    "                Path(self.output_path)\n"
+                    "                .joinpath(self.subdir_path)\n"
+                    "                .joinpath(self.worker_path +"
+                    ' f"-{self._sample_counter}".zfill(6))\n'
+                    "            )\n"
+                    "            for samples_ds in datasets:\n"
+                    "                try:\n"
+                    "                    getattr(samples_ds,"
+                    " self.output_write_method)(\n"
+                    "                        path.as_posix(),"
+                    " **self.output_write_method_kwargs\n"
+                    "                    )\n"
+                    "                except Exception as e:\n"
+                    "                    raise OSError(\n"
+                    '                        f"The recorder could not write its'
+                    ' samples to {path}: {e}"\n'
+                    "                    ) from e\n"
+                    '            logger.info(f"Wrote samples to storage at'
+                    ' {path}.")\n',
+                ),
+            ]
+        },
+        tests=["rllib/offline/tests/test_recorder_keeps_every_row.py"],
+        regression_tests=[
+            "rllib/offline/tests/test_recorder_keeps_every_row.py::"
+            "test_every_full_chunk_of_rows_is_written"
+        ],
+        stacked_on=["recorder-write-failures"],
     ),
     Topic(
         slug="lossless-recorder",
