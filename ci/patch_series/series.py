@@ -551,6 +551,7 @@ SERIES: List[Topic] = [
             "Learners. Custom Learner connectors keep the connector pipeline."
         ),
         files=[
+            "rllib/offline/offline_settings.py",
             "rllib/offline/in_memory/batch_builder.py",
             "rllib/offline/offline_prelearner.py",
         ],
@@ -645,6 +646,7 @@ SERIES: List[Topic] = [
             "rllib/algorithms/algorithm_config.py",
         ],
         tests=[
+            "rllib/offline/tests/test_offline_settings.py",
             "rllib/core/learner/tests/test_in_memory_source.py",
             "rllib/offline/tests/test_offline_data_from_episodes.py",
             "rllib/offline/tests/test_train_on_episodes.py",

@@ -3,7 +3,7 @@
 The same recorded CartPole episodes (the hand-rolled per-step payloads of the
 seed report, `episode_data.py`) train MARWIL (beta=1, separate value network;
 `--algo bc` for BC) with the memory budget
-(`learner_config_dict["offline_data_memory_budget"]`) set so the decoded
+(`config.offline_data(memory_budget=...)`) set so the decoded
 episodes are `--factors` times it (0.5: they fit, the in-memory mode; 2 and
 8: each Learner samples a rotating cache, `rllib.offline.in_memory.
 block_cache`), and once with `RLLIB_FORK_DISABLE=1` (ray 2.60's Ray Data
@@ -93,9 +93,8 @@ def _config(args, budget=None):
         config = config.rl_module(model_config={"vf_share_layers": False})
     else:
         config = BCConfig()
-    learner_config = {}
-    if budget is not None:
-        learner_config["offline_data_memory_budget"] = int(budget)
+    # Only the fork has the setting; an upstream run leaves it out.
+    budget_setting = {} if budget is None else {"memory_budget": int(budget)}
     learners = {"num_learners": args.num_learners}
     if args.cluster_nodes:
         # One Learner per worker node (the head is the driver's).
@@ -104,9 +103,10 @@ def _config(args, budget=None):
         config.environment(
             observation_space=env.observation_space, action_space=env.action_space
         )
-        .learners(learner_config_dict=learner_config, **learners)
+        .learners(**learners)
         .training(train_batch_size_per_learner=args.batch_size, lr=8e-4)
         .offline_data(
+            **budget_setting,
             input_=[args.data],
             input_read_episodes=True,
             input_read_batch_size=32,

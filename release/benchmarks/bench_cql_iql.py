@@ -200,12 +200,12 @@ def _config(args):
     import gymnasium as gym
 
     env = gym.make(args.env_id)
-    units = {}
+    # The fork's typed settings, where set (upstream has neither).
+    settings = {}
     if args.action_units is not None:
-        units["input_action_units"] = args.action_units
-    learner_config = {}
+        settings["input_action_units"] = args.action_units
     if getattr(args, "memory_budget", None) is not None:
-        learner_config["offline_data_memory_budget"] = int(args.memory_budget)
+        settings["memory_budget"] = int(args.memory_budget)
     return (
         config.environment(
             args.env_id,
@@ -213,12 +213,12 @@ def _config(args):
             action_space=env.action_space,
         )
         .env_runners(num_env_runners=0)
-        .learners(num_learners=0, learner_config_dict=learner_config)
+        .learners(num_learners=0)
         .training(train_batch_size_per_learner=args.batch_size, gamma=0.99)
         .offline_data(
             input_=[args.data],
             input_read_episodes=True,
-            **units,
+            **settings,
             input_read_method_kwargs={"override_num_blocks": 4},
             dataset_num_iters_per_learner=args.iteration_updates,
             map_batches_kwargs={"compute": ActorPoolStrategy(size=1), "num_cpus": 1},

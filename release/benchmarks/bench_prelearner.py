@@ -141,7 +141,7 @@ def in_memory_sampler(prelearner, payloads, observation_space, action_space):
         sample_transitions,
     )
     from rllib.offline.in_memory.columns import EpisodeBlock, decode_episode_columns
-    from rllib.utils.postprocessing.bootstrapped_returns import HORIZON_KEY
+    from rllib.offline.offline_settings import VALUE_HORIZON, get_offline_setting
 
     start = time.perf_counter()
     blocks = [
@@ -163,7 +163,7 @@ def in_memory_sampler(prelearner, payloads, observation_space, action_space):
     builder, reason = make_batch_builder(prelearner._learner_connector, module)
     value_targets = None
     if builder.value_targets:
-        value_targets = (config.gamma, config.learner_config_dict.get(HORIZON_KEY))
+        value_targets = (config.gamma, get_offline_setting(config, VALUE_HORIZON))
     rng = np.random.default_rng(0)
 
     def sample(_):

@@ -51,6 +51,7 @@ NEW_MODULES = (
     "rllib.core.learner.optimizer_gradients",
     "rllib.core.learner.value_targets",
     "rllib.core.models.torch.concat_encoder",
+    "rllib.offline.offline_settings",
     "rllib.offline.offline_multi_agent_env_runner",
     "rllib.utils.postprocessing.bootstrapped_returns",
     # The command `python -m ray.rllib.offline.episodes`.

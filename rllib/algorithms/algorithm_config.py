@@ -17,7 +17,11 @@
   upstream's checks run.
 - ``AlgorithmConfig.offline_data`` takes ``input_action_units``: the units of
   the actions in files that do not record them. ``actions_in_input_normalized
-  =True`` (old API stack) counts as ``input_action_units="normalized"``.
+  =True`` (old API stack) counts as ``input_action_units="normalized"``. It
+  also takes the fork's offline settings as typed arguments
+  (``rllib.offline.offline_settings``): ``memory_budget``,
+  ``cache_draws_per_timestep`` and ``value_horizon``, before read from
+  ``learner_config_dict`` keys (still read, with a deprecation warning).
 """
 
 import logging
@@ -25,6 +29,12 @@ from typing import Optional
 
 from ray.rllib.algorithms import algorithm_config as _upstream
 from ray.rllib.utils.from_config import NotProvided
+
+from rllib.offline.offline_settings import (
+    check_cache_draws_per_timestep,
+    check_memory_budget,
+    check_value_horizon,
+)
 
 logger = logging.getLogger("ray." + __name__)
 
@@ -35,7 +45,13 @@ _upstream_offline_data = _upstream.AlgorithmConfig.offline_data
 
 
 def offline_data(
-    self, *, input_action_units: Optional[str] = NotProvided, **kwargs
+    self,
+    *,
+    input_action_units: Optional[str] = NotProvided,
+    memory_budget: Optional[int] = NotProvided,
+    cache_draws_per_timestep: Optional[float] = NotProvided,
+    value_horizon: Optional[int] = NotProvided,
+    **kwargs,
 ) -> "_upstream.AlgorithmConfig":
     """Sets the config's offline data settings.
 
@@ -53,6 +69,18 @@ def offline_data(
             None (the default) follows the files and otherwise takes the actions as they
             are, warning when they fall outside [-1, 1]. Setting units that contradict
             the files' record fails at `build_algo()`.
+        memory_budget: Bytes of decoded episodes (`input_read_episodes=True`) one
+            node may hold in memory. Within it, the episodes are decoded once and
+            every train batch is sampled from memory; beyond it, each Learner
+            samples a rotating cache of its share. 0 always streams through Ray
+            Data. None (the default): half the object store of the node that holds
+            the episodes.
+        cache_draws_per_timestep: Beyond the memory budget, the draws per timestep
+            a cached row range gives before the cache replaces it (more: less
+            decoding per update, more reuse). None (the default): 1.
+        value_horizon: For value targets from recorded rewards (MARWIL, offline
+            PPO): the steps from a row to the state its target bootstraps from.
+            None (the default): the episode's end.
         **kwargs: The other arguments of `AlgorithmConfig.offline_data`.
 
     Returns:
@@ -64,6 +92,14 @@ def offline_data(
         self.input_action_units = check_action_units(
             input_action_units, "input_action_units"
         )
+    if memory_budget is not NotProvided:
+        self.memory_budget = check_memory_budget(memory_budget)
+    if cache_draws_per_timestep is not NotProvided:
+        self.cache_draws_per_timestep = check_cache_draws_per_timestep(
+            cache_draws_per_timestep
+        )
+    if value_horizon is not NotProvided:
+        self.value_horizon = check_value_horizon(value_horizon)
     return _upstream_offline_data(self, **kwargs)
 
 

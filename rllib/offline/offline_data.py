@@ -26,8 +26,8 @@ batch is sampled from that module's episodes: on each Learner in memory, or
 in the prelearner's columnar path when streaming (`num_learners` 0 or 1;
 upstream's prelearner has no multi-agent support).
 
-The memory budget is per node: `config.learners(learner_config_dict=
-{"offline_data_memory_budget": bytes})`, by default half of the object store
+The memory budget is per node: `config.offline_data(memory_budget=bytes)`, by
+default half of the object store
 of the node that holds the decoded episodes (with 0 or 1 Learners the
 driver's or the Learner's node holds all of them, with more each Learner's
 node its shard). It is checked before decoding, from the files' sizes and a
@@ -77,7 +77,6 @@ from rllib.offline.episode_files.reader import (
 )
 from rllib.offline.in_memory.block_cache import (
     DEFAULT_DRAWS_PER_TIMESTEP,
-    DRAWS_PER_TIMESTEP_KEY,
     RANGES_PER_CACHE,
     CachedEpisodeShard,
     plan_cached_shards,
@@ -85,7 +84,6 @@ from rllib.offline.in_memory.block_cache import (
 from rllib.offline.in_memory.columns import agent_to_module_fn, decode_episode_columns
 from rllib.offline.in_memory.memory_budget import (
     DEFAULT_BUDGET_SHARE,  # noqa: F401 (re-exported)
-    MEMORY_BUDGET_KEY,
     Allowance,
     allowed_bytes,
     configured_budget,
@@ -99,6 +97,11 @@ from rllib.offline.in_memory.read_options import (
 from rllib.offline.in_memory.shard_sampler import EpisodeShardSampler
 from rllib.offline.in_memory.store import DecodePlan, EpisodeShard, EpisodeStore
 from rllib.offline.offline_prelearner import OfflinePreLearner
+from rllib.offline.offline_settings import (
+    CACHE_DRAWS_PER_TIMESTEP,
+    MEMORY_BUDGET,
+    get_offline_setting,
+)
 
 logger = logging.getLogger("ray." + __name__)
 
@@ -311,9 +314,8 @@ class OfflineData(_upstream.OfflineData):
             f"estimated from {self._plan.payload_bytes / 2**20:.2f} MiB of parquet "
             f"data), over its memory budget of {allowance.node_budget / 2**20:.2f} "
             f"MiB ({allowance.source}). To hold them in memory, raise the budget "
-            f"per node with `config.learners(learner_config_dict="
-            f"{{{MEMORY_BUDGET_KEY!r}: <bytes>}})` or give the node more object "
-            "store memory"
+            f"per node with `{MEMORY_BUDGET.argument()}` (bytes) or give the "
+            "node more object store memory"
         )
         logger.warning(
             "Offline data beyond memory: %s. Each Learner samples a rotating "
@@ -369,8 +371,8 @@ class OfflineData(_upstream.OfflineData):
     def _plan_cached_shards(self, num_shards: int) -> List[CachedEpisodeShard]:
         allowance = self._allowance
         learners_on_node = max(1, round(allowance.node_share * num_shards))
-        draws = self.config.learner_config_dict.get(
-            DRAWS_PER_TIMESTEP_KEY, DEFAULT_DRAWS_PER_TIMESTEP
+        draws = get_offline_setting(
+            self.config, CACHE_DRAWS_PER_TIMESTEP, DEFAULT_DRAWS_PER_TIMESTEP
         )
         shards = plan_cached_shards(
             self._plan,
@@ -416,7 +418,7 @@ class OfflineData(_upstream.OfflineData):
                     return "in_memory"
                 reason = (
                     f"the decoded episodes exceed the memory budget of {budget} "
-                    f"bytes (`learner_config_dict[{MEMORY_BUDGET_KEY!r}]`)"
+                    f"bytes (`{MEMORY_BUDGET.argument()}`)"
                 )
                 self._store = None
             blocker = self._beyond_memory_blocker()
@@ -465,8 +467,8 @@ class OfflineData(_upstream.OfflineData):
         raise ValueError(
             f"Multi-agent episodes cannot be held in memory here ({reason}) and "
             f"cannot stream either: {blocker}. Raise "
-            f"`config.learners(learner_config_dict={{{MEMORY_BUDGET_KEY!r}: "
-            "<bytes>})` (or give the cluster more object store memory), train on "
+            f"`{MEMORY_BUDGET.argument()}` (bytes; or give the cluster more "
+            "object store memory), train on "
             "a part of the episodes, or stream with the `OfflinePreLearner`, "
             "a stateless module and `num_learners` 0 or 1."
         )
@@ -746,7 +748,7 @@ def _in_memory_blocker(config) -> Optional[str]:
     if config.prelearner_class not in (None, OfflinePreLearner):
         return f"custom `prelearner_class` {config.prelearner_class}"
     if configured_budget(config) == 0:
-        return f"`learner_config_dict[{MEMORY_BUDGET_KEY!r}]` is 0"
+        return f"`{MEMORY_BUDGET.name}` is 0"
     unsupported = unsupported_read_kwargs(config)
     if unsupported:
         reason = (

@@ -21,7 +21,7 @@ directly.
   prelearner computes them with its own module, as upstream's batches carry
   them. The inputs mean the same on every path: the recorded rewards
   discounted with `config.gamma` up to the horizon
-  (`learner_config_dict["offline_value_horizon"]`; the episode's end if
+  (`config.offline_data(value_horizon=...)`; the episode's end if
   unset), whatever `n_step` the rows were sampled with. The per-episode
   path computes them on the whole episodes it buffers; only tabular rows
   (one-step episodes) bootstrap one step ahead.
@@ -78,10 +78,14 @@ from rllib.offline.in_memory.columns import (
     decode_module_columns,
     episode_columns_from_episode,
 )
+from rllib.offline.offline_settings import (
+    MEMORY_BUDGET,
+    VALUE_HORIZON,
+    get_offline_setting,
+)
 from rllib.utils.postprocessing.bootstrapped_returns import (
     BOOTSTRAP_DISCOUNT,
     BOOTSTRAP_OBS,
-    HORIZON_KEY,
     RETURNS_TO_BOOTSTRAP,
     returns_to_go,
 )
@@ -174,7 +178,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
             raise ValueError(
                 "Multi-agent episodes stream only through the columnar "
                 f"path, which cannot run here: {reason}. Hold the episodes in "
-                "memory instead (`learner_config_dict['offline_data_memory_budget']`)."
+                f"memory instead (`{MEMORY_BUDGET.argument()}`)."
             )
         if reason is not None:
             log_once(
@@ -298,7 +302,7 @@ class OfflinePreLearner(_upstream.OfflinePreLearner):
         )
 
     def _value_horizon(self) -> Optional[int]:
-        return self.config.learner_config_dict.get(HORIZON_KEY)
+        return get_offline_setting(self.config, VALUE_HORIZON)
 
     def _decode_episode_columns(
         self, batch: Dict[str, np.ndarray]

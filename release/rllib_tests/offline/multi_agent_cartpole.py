@@ -61,7 +61,6 @@ def run(args) -> list:
 
     import rllib
     from rllib.examples.offline_rl import train_multi_agent_offline as example
-    from rllib.offline.offline_data import MEMORY_BUDGET_KEY
 
     data_dir = tempfile.mkdtemp(prefix="release-offline-multi-agent-")
     files = example.record_and_write(
@@ -104,13 +103,9 @@ def run(args) -> list:
                 # default (the train batch size) one call takes all 20 rows,
                 # so every update would start a new pass over the files (new
                 # Ray Data actors, seconds each).
-                config = config.learners(
-                    learner_config_dict={MEMORY_BUDGET_KEY: 0}
-                ).offline_data(input_read_batch_size=1)
+                config = config.offline_data(memory_budget=0, input_read_batch_size=1)
             elif memory_budget is not None:
-                config = config.learners(
-                    learner_config_dict={MEMORY_BUDGET_KEY: memory_budget}
-                )
+                config = config.offline_data(memory_budget=memory_budget)
             history = []
             for iteration, returns, elapsed in example.train(
                 config,

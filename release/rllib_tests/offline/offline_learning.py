@@ -107,18 +107,19 @@ def build_config(args, data_dir, memory_budget=None):
         config = config.environment("CartPole-v1")
         if args.algo == "marwil":
             config = config.rl_module(model_config={"vf_share_layers": False})
-    learner_config = {}
+    # Only the fork has the setting; an upstream run leaves it out.
+    budget_setting = {}
     if memory_budget is not None:
-        learner_config["offline_data_memory_budget"] = int(memory_budget)
+        budget_setting["memory_budget"] = int(memory_budget)
     return (
         config.env_runners(num_env_runners=0)
         .learners(
             num_learners=0,
             num_gpus_per_learner=args.num_gpus_per_learner,
-            learner_config_dict=learner_config,
         )
         .training(train_batch_size_per_learner=args.batch_size, lr=args.lr)
         .offline_data(
+            **budget_setting,
             input_=[data_dir],
             input_read_episodes=True,
             input_read_batch_size=2,

@@ -47,12 +47,14 @@ from rllib.offline.in_memory.store import (
     deal_by_rows,
     decode_row_range,
 )
+from rllib.offline.offline_settings import CACHE_DRAWS_PER_TIMESTEP
 
 logger = logging.getLogger("ray." + __name__)
 
-#: `learner_config_dict` key: draws per timestep each range gives before it
-#: leaves the cache (more: less decoding per update, more reuse).
-DRAWS_PER_TIMESTEP_KEY = "offline_data_cache_draws_per_timestep"
+#: The deprecated `learner_config_dict` key of
+#: `offline_data(cache_draws_per_timestep=...)`: draws per timestep each range
+#: gives before it leaves the cache (more: less decoding per update, more reuse).
+DRAWS_PER_TIMESTEP_KEY = CACHE_DRAWS_PER_TIMESTEP.legacy_key
 DEFAULT_DRAWS_PER_TIMESTEP = 1.0
 
 #: Decoded ranges one cache holds; rotation replaces one at a time.
@@ -162,7 +164,7 @@ def plan_cached_shards(
         cache_bytes: Decoded bytes one Learner's cache may hold, the ranges
             decoding for it included.
         num_shards: Learners.
-        draws_per_timestep: See `DRAWS_PER_TIMESTEP_KEY`.
+        draws_per_timestep: `offline_data(cache_draws_per_timestep=...)`.
 
     Raises:
         ValueError: If there are fewer episodes than Learners need ranges, or
@@ -170,7 +172,7 @@ def plan_cached_shards(
     """
     if not draws_per_timestep > 0:
         raise ValueError(
-            f"`learner_config_dict[{DRAWS_PER_TIMESTEP_KEY!r}]` must be > 0, got "
+            f"`{CACHE_DRAWS_PER_TIMESTEP.argument()}` must be > 0, got "
             f"{draws_per_timestep!r}."
         )
     range_bytes = max(1, cache_bytes // (RANGES_PER_CACHE + PREFETCH))

@@ -4,8 +4,8 @@ The decoded episodes end up where the Learners sample them: with 0 or 1
 Learners all of them on one node (the driver's node for a local Learner,
 the Learner's node otherwise), with more Learners each Learner's shard on
 that Learner's node. The budget is per node: by default a share of THAT
-node's object store, or `config.learners(learner_config_dict=
-{"offline_data_memory_budget": bytes})` for every node.
+node's object store, or `config.offline_data(memory_budget=bytes)` for every
+node.
 
 `allowed_bytes` turns the per-node budgets into the most decoded bytes the
 whole input may take, and names the node that limits it.
@@ -17,8 +17,14 @@ from typing import Dict, List, Optional
 
 import ray
 
-#: `learner_config_dict` key: bytes of decoded episodes one node may hold.
-MEMORY_BUDGET_KEY = "offline_data_memory_budget"
+from rllib.offline.offline_settings import (
+    MEMORY_BUDGET,
+    check_memory_budget,
+    get_offline_setting,
+)
+
+#: The deprecated `learner_config_dict` key of `offline_data(memory_budget=...)`.
+MEMORY_BUDGET_KEY = MEMORY_BUDGET.legacy_key
 
 #: Share of a node's object store the default budget allows.
 DEFAULT_BUDGET_SHARE = 0.5
@@ -46,20 +52,12 @@ def start_ray_if_needed() -> None:
 
 
 def configured_budget(config) -> Optional[int]:
-    """The budget set in `learner_config_dict`, None if unset.
+    """The budget set with `offline_data(memory_budget=...)`, None if unset.
 
     Raises:
         ValueError: If it is not a number of bytes >= 0.
     """
-    budget = config.learner_config_dict.get(MEMORY_BUDGET_KEY)
-    if budget is None:
-        return None
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget < 0:
-        raise ValueError(
-            f"`learner_config_dict[{MEMORY_BUDGET_KEY!r}]` must be a number of "
-            f"bytes >= 0 per node (0 always streams), got {budget!r}."
-        )
-    return int(budget)
+    return check_memory_budget(get_offline_setting(config, MEMORY_BUDGET))
 
 
 def allowed_bytes(config, learner_node_ids: Optional[List[str]] = None) -> Allowance:

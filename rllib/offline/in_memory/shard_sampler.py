@@ -29,7 +29,7 @@ from rllib.offline.in_memory.batch_builder import make_batch_builder
 from rllib.offline.in_memory.columnar_buffer import sample_transitions
 from rllib.offline.in_memory.columns import EpisodeBlock, check_modules_known
 from rllib.offline.in_memory.store import EpisodeShard
-from rllib.utils.postprocessing.bootstrapped_returns import HORIZON_KEY
+from rllib.offline.offline_settings import VALUE_HORIZON, get_offline_setting
 
 logger = logging.getLogger("ray." + __name__)
 
@@ -67,7 +67,7 @@ class EpisodeShardSampler:
         pipeline: The Learner connector pipeline the batches are built with.
         rl_module: The `MultiRLModule` the batches are for.
         config: The algorithm config (`gamma`, `n_step`, `seed`,
-            `learner_config_dict[HORIZON_KEY]`).
+            `offline_data(value_horizon=...)`).
     """
 
     def __init__(self, shard: EpisodeShard, *, pipeline, rl_module, config):
@@ -87,7 +87,7 @@ class EpisodeShardSampler:
         if self.builder.value_targets:
             self.value_targets = (
                 config.gamma,
-                config.learner_config_dict.get(HORIZON_KEY),
+                get_offline_setting(config, VALUE_HORIZON),
             )
         self.n_step = config.get("n_step", 1) or 1
         self.n_step_gamma = config.gamma

@@ -37,7 +37,6 @@ from rllib.offline.episode_files.action_units import (
 from rllib.offline.episode_files.reader import read_action_units
 from rllib.offline.episode_files.writer import write_episodes
 from rllib.offline.in_memory.columns import decode_episode_columns
-from rllib.offline.offline_data import MEMORY_BUDGET_KEY
 
 TORQUE = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
 
@@ -378,7 +377,7 @@ def _bc_config(data, units=None, memory_budget=None):
     if units is not None:
         config.offline_data(input_action_units=units)
     if memory_budget is not None:
-        config.learners(learner_config_dict={MEMORY_BUDGET_KEY: memory_budget})
+        config.offline_data(memory_budget=memory_budget)
     config.debugging(seed=0)
     return config
 

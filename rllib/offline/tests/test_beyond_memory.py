@@ -27,7 +27,7 @@ from rllib.offline.in_memory.block_cache import (
 )
 from rllib.offline.in_memory.columnar_buffer import sample_transitions
 from rllib.offline.in_memory.store import EpisodeStore, decoded_size
-from rllib.offline.offline_data import MEMORY_BUDGET_KEY, list_input_episodes
+from rllib.offline.offline_data import list_input_episodes
 from rllib.offline.tests.episode_factory import cartpole_episodes
 
 ENV = gym.make("CartPole-v1")
@@ -92,7 +92,7 @@ def test_the_ranges_cover_every_row_once_and_fit_the_cache(episode_dir):
 
 
 def test_bad_settings_are_refused(episode_dir):
-    with pytest.raises(ValueError, match="offline_data_cache_draws_per_timestep"):
+    with pytest.raises(ValueError, match="cache_draws_per_timestep"):
         _shards(episode_dir, 1, draws_per_timestep=0)
     with pytest.raises(ValueError, match="60 episode.*100 Learners"):
         _shards(episode_dir, 100, factor=1000)
@@ -155,12 +155,10 @@ def test_bc_trains_beyond_memory_with_any_number_of_learners(
     config = (
         BCConfig()
         .environment(**SPACES)
-        .learners(
-            num_learners=num_learners,
-            learner_config_dict={MEMORY_BUDGET_KEY: nbytes // 8},
-        )
+        .learners(num_learners=num_learners)
         .training(train_batch_size_per_learner=128, lr=1e-3)
         .offline_data(
+            memory_budget=nbytes // 8,
             input_=[episode_dir],
             input_read_episodes=True,
             dataset_num_iters_per_learner=10,
@@ -207,9 +205,9 @@ def test_hand_rolled_payloads_train_beyond_memory(ray_cluster, tmp_path):
     config = (
         BCConfig()
         .environment(**SPACES)
-        .learners(learner_config_dict={MEMORY_BUDGET_KEY: 2_000})
         .training(train_batch_size_per_learner=64)
         .offline_data(
+            memory_budget=2_000,
             input_=[str(tmp_path)],
             input_read_episodes=True,
             dataset_num_iters_per_learner=5,
@@ -250,9 +248,9 @@ def test_an_undecodable_row_met_by_the_cache_names_its_file_and_row(
     config = (
         BCConfig()
         .environment(**SPACES)
-        .learners(learner_config_dict={MEMORY_BUDGET_KEY: 10_000})
         .training(train_batch_size_per_learner=256)
         .offline_data(
+            memory_budget=10_000,
             input_=[str(tmp_path)],
             input_read_episodes=True,
             dataset_num_iters_per_learner=20,
@@ -274,9 +272,9 @@ def test_multi_agent_episodes_train_every_module_beyond_memory(ray_cluster, tmp_
     files = example.record_and_write(str(tmp_path), 8, 0.3, 0)
     nbytes = decoded_size(files)["nbytes"]
     config = example.build_config("bc", str(tmp_path), updates_per_iteration=4)
-    config = config.learners(
-        learner_config_dict={MEMORY_BUDGET_KEY: nbytes // 8}
-    ).evaluation(evaluation_interval=None)
+    config = config.offline_data(memory_budget=nbytes // 8).evaluation(
+        evaluation_interval=None
+    )
     algo = config.build_algo()
     try:
         learners = algo.train()["learners"]

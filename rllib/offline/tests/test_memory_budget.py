@@ -8,7 +8,7 @@ from ray.rllib.algorithms.bc import BCConfig
 
 from rllib.offline.episode_files.writer import write_episodes
 from rllib.offline.in_memory import store as episode_store
-from rllib.offline.in_memory.memory_budget import MEMORY_BUDGET_KEY, allowed_bytes
+from rllib.offline.in_memory.memory_budget import allowed_bytes
 from rllib.offline.in_memory.store import EpisodeStore
 from rllib.offline.offline_data import list_input_episodes
 from rllib.offline.tests.episode_factory import cartpole_episodes
@@ -42,7 +42,7 @@ def _config(path, env, num_learners=0, budget=None):
         )
     )
     if budget is not None:
-        config.learners(learner_config_dict={MEMORY_BUDGET_KEY: budget})
+        config.offline_data(memory_budget=budget)
     return config
 
 
@@ -96,7 +96,7 @@ def test_over_the_budget_nothing_is_decoded_up_front(ray_cluster, episode_dir, c
     node = ray.get_runtime_context().get_node_id()
     assert f"on node {node}" in message
     assert "over its memory budget of 0.05 MiB (configured)" in message
-    assert "learner_config_dict={'offline_data_memory_budget': <bytes>}" in message
+    assert "`config.offline_data(memory_budget=...)` (bytes)" in message
 
 
 @pytest.mark.timeout(60)

@@ -27,7 +27,7 @@ from rllib.offline.in_memory.columns import (
     decode_module_columns,
     episode_columns_from_episode,
 )
-from rllib.offline.offline_data import MEMORY_BUDGET_KEY
+from rllib.offline.in_memory.memory_budget import MEMORY_BUDGET_KEY
 from rllib.offline.tests.episode_factory import AGENT_SPACES, make_multi_agent_episode
 from rllib.offline.tests.test_episode_writer import assert_same_tree
 from rllib.utils.postprocessing.bootstrapped_returns import (

@@ -27,7 +27,6 @@ from rllib.conftest import start_local_ray
 from rllib.examples.offline_rl import train_multi_agent_offline as example
 from rllib.examples.offline_rl.scripted_cartpole import record_multi_agent_episodes
 from rllib.offline.episode_files.writer import write_episodes
-from rllib.offline.offline_data import MEMORY_BUDGET_KEY
 from rllib.offline.tests.episode_factory import cartpole_episodes
 from rllib.offline.tests.test_multi_agent_training import _running
 
@@ -82,11 +81,10 @@ def two_agent_dir(tmp_path_factory):
 
 
 def _on_two_worker_nodes(config, budget=None):
-    learner_config = {} if budget is None else {MEMORY_BUDGET_KEY: budget}
+    if budget is not None:
+        config = config.offline_data(memory_budget=budget)
     return config.learners(
-        num_learners=2,
-        custom_resources_per_learner={LEARNER_SLOT: 1},
-        learner_config_dict=learner_config,
+        num_learners=2, custom_resources_per_learner={LEARNER_SLOT: 1}
     ).debugging(seed=0)
 
 

@@ -19,7 +19,6 @@ from ray.rllib.evaluation.postprocessing import Postprocessing
 
 from rllib.examples.offline_rl.scripted_cartpole import write_hand_rolled_files
 from rllib.offline.episode_files.writer import write_episodes
-from rllib.offline.offline_data import MEMORY_BUDGET_KEY
 from rllib.offline.tests.episode_factory import cartpole_episodes
 from rllib.utils.postprocessing.bootstrapped_returns import (
     BOOTSTRAP_DISCOUNT,
@@ -159,8 +158,8 @@ def test_in_memory_mode_decodes_once_and_samples_every_episode(
 
 @pytest.mark.timeout(300)
 def test_a_budget_of_0_streams_with_the_same_rows(ray_cluster, writer_dir):
-    config = _config(writer_dir, algo=MARWILConfig, env="CartPole-v1").learners(
-        learner_config_dict={MEMORY_BUDGET_KEY: 0}
+    config = _config(writer_dir, algo=MARWILConfig, env="CartPole-v1").offline_data(
+        memory_budget=0
     )
     algo = config.build_algo()
     try:
@@ -182,8 +181,8 @@ def test_over_the_memory_budget_rows_carry_their_value_target_inputs(
     ray_cluster, writer_dir
 ):
     """A budget of 1 byte: every Learner caches one episode at a time."""
-    config = _config(writer_dir, algo=MARWILConfig, env="CartPole-v1").learners(
-        learner_config_dict={MEMORY_BUDGET_KEY: 1}
+    config = _config(writer_dir, algo=MARWILConfig, env="CartPole-v1").offline_data(
+        memory_budget=1
     )
     algo = config.build_algo()
     try:

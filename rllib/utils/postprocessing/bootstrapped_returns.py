@@ -33,7 +33,8 @@ BOOTSTRAP_DISCOUNT = "bootstrap_discount"
 #: The columns a row needs for its value target.
 CONTEXT_COLUMNS = (RETURNS_TO_BOOTSTRAP, BOOTSTRAP_OBS, BOOTSTRAP_DISCOUNT)
 
-#: `learner_config_dict` key: steps to the bootstrap (None: the episode end).
+#: The deprecated `learner_config_dict` key of `offline_data(value_horizon=...)`:
+#: steps to the bootstrap (None: the episode end).
 HORIZON_KEY = "offline_value_horizon"
 
 
@@ -104,7 +105,7 @@ def bootstrap_steps(
         return episode_lengths.astype(np.int64)
     if int(horizon) < 1:
         raise ValueError(
-            f"`{HORIZON_KEY}` must be a positive number of steps or None (bootstrap "
+            f"`value_horizon` must be a positive number of steps or None (bootstrap "
             f"at the end of each episode), got {horizon!r}."
         )
     return np.minimum(timesteps + int(horizon), episode_lengths).astype(np.int64)

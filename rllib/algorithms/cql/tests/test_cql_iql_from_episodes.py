@@ -41,9 +41,8 @@ def _config(algo, data, space_episode, num_learners, memory_budget=None, num_ite
         from ray.rllib.algorithms.iql import IQLConfig
 
         config = IQLConfig()
-    learner_config = {}
     if memory_budget is not None:
-        learner_config["offline_data_memory_budget"] = memory_budget
+        config = config.offline_data(memory_budget=memory_budget)
     return (
         # CQL (a SAC) builds a local EnvRunner even offline: it needs the env.
         config.environment(
@@ -53,7 +52,7 @@ def _config(algo, data, space_episode, num_learners, memory_budget=None, num_ite
         )
         .rl_module(model_config={"fcnet_hiddens": [32]})
         .training(train_batch_size_per_learner=64)
-        .learners(num_learners=num_learners, learner_config_dict=learner_config)
+        .learners(num_learners=num_learners)
         .offline_data(
             input_=[data],
             input_read_episodes=True,

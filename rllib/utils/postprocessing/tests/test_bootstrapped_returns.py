@@ -124,7 +124,7 @@ def test_horizon_reaches_the_inputs():
 
 
 def test_bootstrap_steps_rejects_a_bad_horizon():
-    with pytest.raises(ValueError, match="offline_value_horizon"):
+    with pytest.raises(ValueError, match="value_horizon"):
         bootstrap_steps(np.array([0]), np.array([5]), 0)
 
 
