@@ -56,6 +56,7 @@ _NO_CLUSTER_CHECK_PRELEARNER = (
 
 CQL_LEARNER = "rllib/algorithms/cql/torch/cql_torch_learner.py"
 RECORDER = "rllib/offline/offline_env_runner.py"
+OFFLINE_DATA = "rllib/offline/offline_data.py"
 
 SERIES: List[Topic] = [
     Topic(
@@ -175,6 +176,47 @@ SERIES: List[Topic] = [
             "test_get_module_returns_the_learners_module",
             "rllib/algorithms/tests/test_offline_algorithm_restore.py::"
             "test_from_checkpoint_restores_the_trained_weights",
+        ],
+    ),
+    Topic(
+        slug="offline-data-sample-shards",
+        subject=(
+            "[RLlib] OfflineData.sample: say how to sample several shards (#55419)"
+        ),
+        description=(
+            "`OfflineData.sample(num_samples, num_shards=2)` with the default\n"
+            "`return_iterator=False` split the data into one stream per shard and\n"
+            "then called `next()` on the list of streams: `TypeError: 'list'\n"
+            "object is not an iterator` (#55419). Several shards only make sense\n"
+            "as one iterator per Learner (what the algorithms' training steps\n"
+            "ask for), so the call now raises a `ValueError` that says to pass\n"
+            "`return_iterator=True`, or `num_shards=1` for a single batch, before\n"
+            "anything is read or split.\n\n"
+            "Behaviour change: a clear error instead of a TypeError."
+        ),
+        files=[],
+        upstream_edits={
+            OFFLINE_DATA: [
+                (
+                    "        module_state: Dict[str, Any] = None,\n    ):\n",
+                    "        module_state: Dict[str, Any] = None,\n"
+                    "    ):\n"
+                    "        if num_shards > 1 and not return_iterator:\n"
+                    "            raise ValueError(\n"
+                    '                f"`OfflineData.sample(num_shards={num_shards})`'
+                    ' splits the data "\n'
+                    '                "into one stream per Learner and returns their'
+                    ' iterators: pass "\n'
+                    '                "`return_iterator=True`, or `num_shards=1` for'
+                    ' a single batch."\n'
+                    "            )\n",
+                ),
+            ]
+        },
+        tests=["rllib/offline/tests/test_offline_data_sample_shards.py"],
+        regression_tests=[
+            "rllib/offline/tests/test_offline_data_sample_shards.py::"
+            "test_one_batch_from_several_shards_asks_for_iterators"
         ],
     ),
     Topic(
@@ -632,8 +674,7 @@ SERIES: List[Topic] = [
             "where only Ray Data's pipeline serves; each Learner samples its\n"
             "train batches from its shard at array speed. Every Learner runs\n"
             "the same number of updates per `train()`, so DDP Learners never\n"
-            "wait on each other (#55419: `OfflineData.sample` broken for\n"
-            "multiple learners). The recorded spaces are checked once, on the\n"
+            "wait on each other. The recorded spaces are checked once, on the\n"
             "driver, at `build_algo()`. Recorded actions are mapped to the units\n"
             "the module acts in, on every path: files record their units, and\n"
             "`offline_data(input_action_units=...)` states them for files that\n"

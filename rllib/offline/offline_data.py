@@ -346,6 +346,12 @@ class OfflineData(_upstream.OfflineData):
         num_shards: int = 1,
         module_state: Dict[str, Any] = None,
     ):
+        if num_shards > 1 and not return_iterator:
+            raise ValueError(
+                f"`OfflineData.sample(num_shards={num_shards})` splits the data "
+                "into one stream per Learner and returns their iterators: pass "
+                "`return_iterator=True`, or `num_shards=1` for a single batch."
+            )
         if self.mode is None:
             self.mode = self._choose_mode()
         if self.mode == "streaming":
