@@ -55,6 +55,7 @@ _NO_CLUSTER_CHECK_PRELEARNER = (
 )
 
 CQL_LEARNER = "rllib/algorithms/cql/torch/cql_torch_learner.py"
+CQL_MODULE = "rllib/algorithms/cql/torch/default_cql_torch_rl_module.py"
 RECORDER = "rllib/offline/offline_env_runner.py"
 OFFLINE_DATA = "rllib/offline/offline_data.py"
 
@@ -892,49 +893,54 @@ SERIES: List[Topic] = [
         ),
     ),
     Topic(
-        slug="cql-box-density",
-        subject="[RLlib] CQL: weigh random actions by the action box's density",
+        slug="cql-random-actions",
+        subject="[RLlib] CQL: draw the random actions where the policy acts",
         description=(
-            "CQL's conservative penalty subtracts each random action's log-density\n"
-            "from its Q-value. The random actions are drawn uniformly from the\n"
-            "action box, but the density used was that of [-1, 1]^d whatever the\n"
-            "box (the TODO in the learner). It is now the box's own,\n"
-            "-sum(log(high - low)).\n\n"
-            "Behaviour change: CQL's critic loss for action boxes other than\n"
-            "[-1, 1]; identical values for [-1, 1]."
+            "CQL's penalty scores random actions next to the policy's. The policy\n"
+            "is a squashed Gaussian on [-1, 1] per dimension (the EnvRunner maps\n"
+            "it onto the action box), and the logged actions reach the module in\n"
+            "those units, but the module drew the random actions uniformly from\n"
+            "the action box itself: on Pendulum's [-2, 2] half of them lay where\n"
+            "neither the policy nor the data acts, and the learner weighed them\n"
+            "by (1/2)^d, the density of [-1, 1]^d (the learner's TODO read this\n"
+            "as a wrong density; the draw was wrong). They are now uniform on\n"
+            "[-1, 1]^d, and the learner's comment says so.\n\n"
+            "Behaviour change: CQL's penalty for action boxes other than [-1, 1];\n"
+            "identical for [-1, 1]."
         ),
         files=[],
         upstream_edits={
+            CQL_MODULE: [
+                (
+                    "        low = torch.tensor(\n"
+                    "            self.action_space.low,\n"
+                    "            device=fwd_out[QF_PREDS].device,\n"
+                    "        )\n"
+                    "        high = torch.tensor(\n"
+                    "            self.action_space.high,\n"
+                    "            device=fwd_out[QF_PREDS].device,\n"
+                    "        )\n",
+                    "        # Uniform on [-1, 1] per dimension, where the policy's\n"
+                    "        # squashed Gaussian acts (the EnvRunner maps it onto the\n"
+                    "        # action box), whatever the box.\n"
+                    "        device = fwd_out[QF_PREDS].device\n"
+                    "        low = -torch.ones("
+                    "self.action_space.shape, device=device)\n"
+                    "        high = torch.ones("
+                    "self.action_space.shape, device=device)\n",
+                ),
+            ],
             CQL_LEARNER: [
                 (
                     "        # TODO (simon): This is the density for a discrete"
                     " uniform, however, actions\n"
                     "        # come from a continuous one. So actually this density"
                     " should use (1/(high-low))\n"
-                    "        # instead of (1/2).\n"
-                    "        random_density = torch.log(\n"
-                    "            torch.pow(\n"
-                    "                0.5,\n"
-                    "                torch.tensor(\n"
-                    '                    fwd_out["actions_curr_repeat"].shape[-1],\n'
-                    "                    device="
-                    'fwd_out["actions_curr_repeat"].device,\n'
-                    "                ),\n"
-                    "            )\n"
-                    "        )\n",
-                    "        # Random actions are uniform on the action box:"
-                    " log-density\n"
-                    "        # -sum(log(high - low)).\n"
-                    "        action_space = self.module[module_id].action_space\n"
-                    "        random_density = -torch.log(\n"
-                    "            torch.as_tensor(\n"
-                    "                action_space.high - action_space.low,\n"
-                    "                dtype=torch.float32,\n"
-                    '                device=fwd_out["actions_curr_repeat"].device,\n'
-                    "            )\n"
-                    "        ).sum()\n",
+                    "        # instead of (1/2).\n",
+                    "        # The module draws the random actions uniformly on"
+                    " [-1, 1]^d.\n",
                 ),
-            ]
+            ],
         },
         tests=[
             "rllib/algorithms/cql/tests/cql_fixtures.py",
@@ -942,7 +948,7 @@ SERIES: List[Topic] = [
         ],
         regression_tests=[
             "rllib/algorithms/cql/tests/test_cql_loss.py::"
-            f"test_critic_losses_weigh_random_actions_by_the_box_density[{high}]"
+            f"test_random_actions_are_uniform_where_the_policy_acts[{high}]"
             for high in ("2.0", "3.0")
         ],
     ),
@@ -977,7 +983,7 @@ SERIES: List[Topic] = [
             "rllib/algorithms/cql/tests/test_cql_learners_in_step.py::"
             "test_two_learners_keep_identical_modules"
         ],
-        stacked_on=["cql-box-density"],
+        stacked_on=["cql-random-actions"],
     ),
     Topic(
         slug="cql-n-step-discount",
@@ -1021,7 +1027,7 @@ SERIES: List[Topic] = [
             f"test_bootstrap_is_discounted_by_gamma_to_the_n_step[{n_step}]"
             for n_step in (2, 3)
         ],
-        stacked_on=["cql-box-density"],
+        stacked_on=["cql-random-actions"],
     ),
     Topic(
         slug="iql-policy-extraction",
@@ -1055,7 +1061,7 @@ SERIES: List[Topic] = [
         ],
         stacked_on=[
             "squashed-gaussian-deterministic",
-            "cql-box-density",
+            "cql-random-actions",
             "cql-iql-learners-in-step",
         ],
     ),
@@ -1090,7 +1096,7 @@ SERIES: List[Topic] = [
             for case in ("-100.0-True", "100.0-False")
         ],
         stacked_on=[
-            "cql-box-density",
+            "cql-random-actions",
             "cql-iql-learners-in-step",
             "cql-n-step-discount",
         ],
@@ -1212,6 +1218,16 @@ SERIES: List[Topic] = [
 #: argues for keeping them here. Their files are accounted for like the
 #: series' (each in exactly one topic), and their tests run with the overlay.
 FORK_ONLY_TOPICS: List[Topic] = [
+    Topic(
+        slug="cql-random-actions-overlay",
+        subject="CQL's random actions on [-1, 1], in the overlay",
+        description=(
+            "The fork's form of `cql-random-actions`: it cannot edit the module's\n"
+            "draw, so it maps the drawn actions affinely onto [-1, 1] (the same\n"
+            "values; the series proposes the edit)."
+        ),
+        files=["rllib/algorithms/cql/torch/default_cql_torch_rl_module.py"],
+    ),
     Topic(
         slug="episode-tools",
         subject=(

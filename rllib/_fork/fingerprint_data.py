@@ -14,6 +14,7 @@ FINGERPRINTS = {
             "ray.rllib.algorithms.algorithm": "f291b63a5feeda08084fc2b6a14200dbd0c6dcc2272fdf52588431bb0eb4bf76",
             "ray.rllib.algorithms.algorithm_config": "8b4e42a9a90ab0b2c9f27441299767edd760c78ff2b65124d66144538ec63072",
             "ray.rllib.algorithms.cql.torch.cql_torch_learner": "bac6d8993fac67b3cca3442b4cd6241b7d7e9003e3562878831f7bf93db6142d",
+            "ray.rllib.algorithms.cql.torch.default_cql_torch_rl_module": "9c416d3cb06cd96f1d757d6ec5fac19c6c7d06fe5b05a5df9792a019dd4f5118",
             "ray.rllib.algorithms.iql.iql": "6fb2282686a2e96157a2300689887aed7ac3d959ebfa426f12d077a1eba55c77",
             "ray.rllib.algorithms.iql.torch.default_iql_torch_rl_module": "5ad30b413720f389490840450e4bf328b35894b67169e2e3a52e1a744c72b983",
             "ray.rllib.algorithms.iql.torch.iql_torch_learner": "7b1fbf5be2305b683de4911bfca5f645ba4de1d6e554ef6ca3fc40419924ed41",
@@ -49,6 +50,9 @@ FINGERPRINTS = {
                 "CQLTorchLearner.compute_gradients": "65aae76b033613d7",
                 "CQLTorchLearner.compute_loss_for_module": "77d0ba62f5996e78",
                 "CQLTorchLearner.configure_optimizers_for_module": "ade0249804ca9881",
+            },
+            "ray.rllib.algorithms.cql.torch.default_cql_torch_rl_module": {
+                "DefaultCQLTorchRLModule._repeat_actions": "74b5bace5bb4f8e0",
             },
             "ray.rllib.algorithms.iql.iql": {
                 "IQLConfig.validate": "f8c044e801f0ad2b",

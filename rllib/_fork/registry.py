@@ -25,6 +25,7 @@ REPLACING_MODULES = (
     "rllib.algorithms.algorithm",
     "rllib.algorithms.marwil.torch.marwil_torch_learner",
     "rllib.algorithms.cql.torch.cql_torch_learner",
+    "rllib.algorithms.cql.torch.default_cql_torch_rl_module",
     "rllib.algorithms.iql.torch.iql_torch_learner",
     "rllib.core.distribution.torch.torch_distribution",
     "rllib.algorithms.iql.torch.default_iql_torch_rl_module",

@@ -41,7 +41,7 @@ def test_lagrangian_losses_equal_the_written_out_loss(twin_q):
         _, parts = losses(
             type(learner).compute_loss_for_module, learner, config, batch, fwd_out
         )
-    log_density = -2 * math.log(4.0)
+    log_density = 2 * math.log(0.5)
     penalties = [expected_penalty(config, fwd_out, log_density)]
     assert parts[QF_LOSS_KEY] == pytest.approx(
         expected_td_loss(config, batch, fwd_out) + 1.0 * (penalties[0] - thresh),

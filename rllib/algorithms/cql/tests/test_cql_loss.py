@@ -1,6 +1,8 @@
-"""CQL's critic loss, checked against the loss written out by hand from the
-same forward pass: random actions, drawn uniformly from the action box, are
-weighed by the box's own density."""
+"""CQL's random actions lie where the policy acts, uniform on [-1, 1] per
+dimension whatever the action box (the policy's squashed Gaussian; the
+EnvRunner maps it onto the box), and the critic loss, checked against the loss
+written out by hand from the same forward pass, weighs them by that
+density."""
 
 import math
 
@@ -21,7 +23,21 @@ from rllib.algorithms.cql.tests.cql_fixtures import (
 
 
 @pytest.mark.parametrize("high", [1.0, 2.0, 3.0])
-def test_critic_losses_weigh_random_actions_by_the_box_density(high):
+def test_random_actions_are_uniform_where_the_policy_acts(high):
+    _, learner = build_learner(high=high)
+    batch = make_batch(high, n_step=1, seed=2, num_rows=256)
+    with torch.no_grad():
+        actions = forward(learner, batch, seed=2)["actions_rand_repeat"]
+    assert actions.shape[-1] == 2
+    assert float(actions.min()) >= -1.0 and float(actions.max()) <= 1.0
+    # Uniform on [-1, 1]: the mean is near 0, a quarter lies in each half of
+    # each half (256 rows times `num_actions` draws per dimension).
+    assert abs(float(actions.mean())) < 0.05
+    assert float((actions > 0.5).float().mean()) == pytest.approx(0.25, abs=0.03)
+
+
+@pytest.mark.parametrize("high", [1.0, 2.0, 3.0])
+def test_critic_losses_weigh_random_actions_by_their_density(high):
     config, learner = build_learner(high=high, twin_q=True)
     batch = make_batch(high, n_step=1, seed=1)
     fwd_out = forward(learner, batch, seed=1)
@@ -29,8 +45,8 @@ def test_critic_losses_weigh_random_actions_by_the_box_density(high):
         _, parts = losses(
             type(learner).compute_loss_for_module, learner, config, batch, fwd_out
         )
-    # Two action dimensions, each of width 2 * high.
-    log_density = -2 * math.log(2 * high)
+    # Two action dimensions, each uniform on [-1, 1].
+    log_density = 2 * math.log(0.5)
     assert parts[QF_LOSS_KEY] == pytest.approx(
         expected_critic_loss(config, batch, fwd_out, log_density), rel=1e-5
     )

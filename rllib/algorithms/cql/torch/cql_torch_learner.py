@@ -2,19 +2,18 @@
 
 ``CQLTorchLearner.compute_loss_for_module`` computes upstream's loss (SAC's
 actor, critic and alpha losses, with behaviour cloning for the first
-``bc_iters`` updates, plus the entropy form of the CQL regularizer) with two
-corrections, each a behaviour change:
+``bc_iters`` updates, plus the entropy form of the CQL regularizer) with one
+correction, a behaviour change:
 
-- The CQL term compares Q-values of random actions, drawn uniformly from the
-  action box, with their log-density. Upstream uses ``d * log(1/2)`` (the
-  density on ``[-1, 1]^d``) whatever the box; the fork uses the box's own
-  density, ``-sum(log(high - low))``. Identical for ``[-1, 1]`` actions;
-  Pendulum's ``[-2, 2]`` shifts each random Q-value by ``log 2``.
 - The Bellman target bootstraps with ``gamma ** n_step`` of each row, as
   SAC's learner does: with ``n_step > 1`` the row's reward is already the
   discounted sum of ``n_step`` rewards, and upstream's ``gamma`` discounted
   the bootstrap as if one step had passed. Identical for ``n_step=1`` (CQL's
   default).
+
+The CQL term weighs the random actions by upstream's density, ``(1/2)^d``:
+the fork's module draws them on ``[-1, 1]^d``, where the policy acts
+(``rllib.algorithms.cql.torch.default_cql_torch_rl_module``).
 
 With ``lagrangian=True`` the conservative weight is learned, as in the CQL
 paper's Lagrangian form (ray 2.60's new stack ignores the setting): each
@@ -98,11 +97,10 @@ def configure_optimizers_for_module(
 
 
 def random_action_log_density(action_space, device) -> "torch.Tensor":
-    """Log-density of the uniform distribution on a Box action space."""
-    widths = torch.as_tensor(
-        action_space.high - action_space.low, dtype=torch.float32, device=device
-    )
-    return -torch.log(widths).sum()
+    """Log-density of the uniform distribution on [-1, 1]^d, where the
+    module draws the random actions (`default_cql_torch_rl_module`)."""
+    dims = int(np.prod(action_space.shape))
+    return torch.log(torch.tensor(0.5**dims, dtype=torch.float32, device=device))
 
 
 def bootstrap_discount(gamma: float, batch: Dict) -> TensorType:
