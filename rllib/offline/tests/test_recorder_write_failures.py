@@ -22,7 +22,7 @@ def test_a_failed_write_raises(ray_cluster, tmp_path, write_episodes):
     # The output "directory" is a file: no write under it can succeed.
     output = tmp_path / "not_a_directory"
     output.write_text("")
-    with pytest.raises(Exception, match="not_a_directory"):
+    with pytest.raises(OSError, match="not_a_directory"):
         recorder = _recorder(
             output,
             output_write_episodes=write_episodes,
