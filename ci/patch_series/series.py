@@ -977,7 +977,6 @@ SERIES: List[Topic] = [
         ],
         tests=[
             "rllib/algorithms/cql/tests/test_cql_learners_in_step.py",
-            "rllib/algorithms/cql/tests/test_cql_iql_from_episodes.py",
         ],
         regression_tests=[
             "rllib/algorithms/cql/tests/test_cql_learners_in_step.py::"
@@ -1136,12 +1135,17 @@ SERIES: List[Topic] = [
         subject="[RLlib] Examples: continuous-control datasets at three qualities",
         description=(
             "Scripted Pendulum-v1 and InvertedPendulum-v5 (MuJoCo) behaviours at\n"
-            "random, medium and expert quality, recorded as episode files and\n"
-            "Minari datasets without a download, with the returns that normalize\n"
-            "scores; the data of the CQL/IQL release benchmark."
+            "random, medium and expert quality, recorded as episode files, with\n"
+            "the returns that normalize scores; the data of the CQL/IQL release\n"
+            "benchmark. CQL and IQL train on them with 0, 1 and 2 Learners, in\n"
+            "memory and streaming."
         ),
         files=["rllib/examples/offline_rl/scripted_continuous_control.py"],
-        tests=["rllib/examples/offline_rl/tests/test_scripted_continuous_control.py"],
+        tests=[
+            "rllib/examples/offline_rl/tests/test_scripted_continuous_control.py",
+            # Training CQL and IQL on these datasets with 0, 1 and 2 Learners.
+            "rllib/algorithms/cql/tests/test_cql_iql_from_episodes.py",
+        ],
     ),
     Topic(
         slug="action-units-end-to-end",
