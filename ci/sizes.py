@@ -144,6 +144,14 @@ TESTS: Dict[str, str] = {
     "test_trains_in_memory_with_0_1_2_learners[2-cql]": LARGE,
     "rllib/algorithms/cql/tests/test_cql_iql_from_episodes.py::"
     "test_trains_in_memory_with_0_1_2_learners[2-iql]": LARGE,
+    # Multi-agent CQL/IQL on two Learners: the fast tier trains multi-agent BC
+    # and MARWIL on two Learners (test_multi_agent_training) and CQL/IQL on
+    # 0 and 1.
+    "rllib/algorithms/cql/tests/test_cql_iql_from_episodes.py::"
+    "test_multi_agent_trains_one_module_per_policy_with_two_learners": LARGE,
+    # Beyond memory with two Learners: the fast tier runs 0 and 1.
+    "rllib/offline/tests/test_beyond_memory.py::"
+    "test_bc_trains_beyond_memory_with_any_number_of_learners[2]": LARGE,
     # Dict/Tuple/nested observations with a remote Learner: the fast tier
     # trains each space locally.
     "rllib/core/learner/tests/test_structured_observations.py::"
