@@ -147,20 +147,6 @@ SERIES: List[Topic] = [
         ],
     ),
     Topic(
-        slug="vectorized-value-targets",
-        subject="[RLlib] compute_value_targets: vectorize the GAE recursion",
-        description=(
-            "The GAE recursion runs as one `scipy.signal.lfilter` per episode\n"
-            "segment instead of a Python loop over steps; results are bit-identical\n"
-            "to the loop's (float64), at array speed on long batches.\n\n"
-            "Behaviour change: none; the test compares with a step-by-step loop."
-        ),
-        files=["rllib/utils/postprocessing/value_predictions.py"],
-        tests=[
-            "rllib/utils/postprocessing/tests/test_gae_matches_step_loop.py",
-        ],
-    ),
-    Topic(
         slug="offline-algorithm-restore",
         subject="[RLlib] Algorithm: restore offline-only algorithms from checkpoints",
         description=(
@@ -1222,6 +1208,22 @@ SERIES: List[Topic] = [
 #: argues for keeping them here. Their files are accounted for like the
 #: series' (each in exactly one topic), and their tests run with the overlay.
 FORK_ONLY_TOPICS: List[Topic] = [
+    Topic(
+        slug="vectorized-value-targets",
+        subject="[RLlib] compute_value_targets: vectorize the GAE recursion",
+        description=(
+            "The GAE recursion runs as one `scipy.signal.lfilter` per episode\n"
+            "segment instead of a Python loop over steps; results are bit-identical\n"
+            "to the loop's (float64), at array speed on long batches.\n\n"
+            "Behaviour change: none; the test compares with a step-by-step loop.\n"
+            "Fork only: ray's GAE rework deprecates `compute_value_targets`, and\n"
+            "the REP proposes no patch of it."
+        ),
+        files=["rllib/utils/postprocessing/value_predictions.py"],
+        tests=[
+            "rllib/utils/postprocessing/tests/test_gae_matches_step_loop.py",
+        ],
+    ),
     Topic(
         slug="cql-random-actions-overlay",
         subject="CQL's random actions on [-1, 1], in the overlay",
