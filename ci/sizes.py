@@ -103,6 +103,7 @@ FILES: Dict[str, str] = {
     "rllib/offline/tests/test_offline_data_from_episodes.py": MEDIUM,
     "rllib/offline/tests/test_offline_data_sample_shards.py": MEDIUM,
     "rllib/offline/tests/test_offline_settings.py": SMALL,
+    "rllib/offline/tests/test_prelearner_n_step_gamma.py": SMALL,
     "rllib/offline/tests/test_quiet_output.py": MEDIUM,
     "rllib/offline/tests/test_episode_recorder.py": MEDIUM,
     "rllib/offline/tests/test_offline_multi_agent_env_runner.py": MEDIUM,

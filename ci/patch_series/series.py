@@ -58,6 +58,7 @@ CQL_LEARNER = "rllib/algorithms/cql/torch/cql_torch_learner.py"
 CQL_MODULE = "rllib/algorithms/cql/torch/default_cql_torch_rl_module.py"
 RECORDER = "rllib/offline/offline_env_runner.py"
 OFFLINE_DATA = "rllib/offline/offline_data.py"
+PRELEARNER = "rllib/offline/offline_prelearner.py"
 
 SERIES: List[Topic] = [
     Topic(
@@ -204,6 +205,34 @@ SERIES: List[Topic] = [
         regression_tests=[
             "rllib/offline/tests/test_offline_data_sample_shards.py::"
             "test_one_batch_from_several_shards_asks_for_iterators"
+        ],
+    ),
+    Topic(
+        slug="prelearner-n-step-gamma",
+        subject="[RLlib] OfflinePreLearner: discount n-step rewards with `gamma`",
+        description=(
+            "With `n_step > 1` (CQL and SAC configs) the OfflinePreLearner sampled\n"
+            "n-step transitions from its episode buffer without passing the\n"
+            "algorithm's `gamma`, so the rows' rewards were discounted with the\n"
+            "buffer's default of 0.99 whatever `config.gamma` said. The buffer\n"
+            "gets `gamma=self.config.gamma`.\n\n"
+            "Behaviour change: n-step rewards for `gamma != 0.99`."
+        ),
+        files=[],
+        upstream_edits={
+            PRELEARNER: [
+                (
+                    '            n_step=self.config.get("n_step", 1),\n',
+                    '            n_step=self.config.get("n_step", 1),\n'
+                    "            gamma=self.config.gamma,\n",
+                ),
+            ]
+        },
+        tests=["rllib/offline/tests/test_prelearner_n_step_gamma.py"],
+        regression_tests=[
+            "rllib/offline/tests/test_prelearner_n_step_gamma.py::"
+            f"test_two_step_rewards_are_discounted_with_the_configs_gamma[{gamma}]"
+            for gamma in ("0.5", "0.9")
         ],
     ),
     Topic(
