@@ -1,6 +1,7 @@
 """The per-patch convention check finds each fault ray's review names, and
 nothing in a patch without them (a scratch git repository; no ray needed)."""
 
+import ast
 import pathlib
 import subprocess
 import sys
@@ -111,6 +112,44 @@ def test_each_fault_is_named(tree, monkeypatch):
         assert expected in problems, (expected, problems)
     # Upstream's own code is not the patch's fault: `os` was used before.
     assert "`os` imported but unused" not in problems
+
+
+def test_an_import_of_a_module_no_patch_has_added_yet_is_named(tree):
+    module = textwrap.dedent(
+        """\
+        from ray.rllib.offline import thing
+        from ray.rllib.offline.tests import helpers
+
+
+        def later():
+            from ray.rllib.offline.later import feature
+
+            return thing, helpers, feature
+        """
+    )
+    files = {
+        "rllib/offline/tests/helpers.py": "X = 1\n",
+        "rllib/offline/user.py": module,
+    }
+    problems = _patch(tree, files, "[RLlib] x\n\nSigned-off-by: t <t@example.com>")
+    # An existing module and a namespace package (`tests` has no __init__.py)
+    # resolve; the module a later patch would add does not.
+    assert problems == [
+        "rllib/offline/user.py: imports ray.rllib.offline.later, which no module "
+        "of the series so far holds"
+    ]
+
+
+def test_every_known_forward_import_is_still_made():
+    """An untangled forward import must leave `KNOWN_FORWARD_IMPORTS`."""
+    repo = pathlib.Path(__file__).resolve().parents[3]
+    for path, module in conventions.KNOWN_FORWARD_IMPORTS:
+        # The fork's files import `rllib.*`; the series renames it `ray.rllib.*`.
+        source = (repo / path).read_text().replace("from rllib.", "from ray.rllib.")
+        assert module in conventions.imported_rllib_modules(ast.parse(source)), (
+            path,
+            module,
+        )
 
 
 def test_py_test_target_follows_ray_build_file(monkeypatch):
