@@ -1,11 +1,19 @@
 """A local CQL Learner (no Ray), batches, its forward pass and CQL's losses
 written out by hand, for the loss tests."""
 
+import math
+
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 from ray.rllib.algorithms.cql import CQLConfig
-from ray.rllib.algorithms.sac.sac_learner import QF_PREDS, QF_TWIN_PREDS
+from ray.rllib.algorithms.sac.sac_learner import (
+    QF_LOSS_KEY,
+    QF_PREDS,
+    QF_TWIN_LOSS_KEY,
+    QF_TWIN_PREDS,
+)
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 
@@ -108,3 +116,20 @@ def expected_critic_loss(config, batch, fwd_out, log_density, twin=False):
     return expected_td_loss(config, batch, fwd_out, twin) + expected_penalty(
         config, fwd_out, log_density, twin
     )
+
+
+def check_critic_losses(high, n_step, seed=1):
+    """Both critics' losses, as the learner computes them, equal the losses
+    written out by hand from the same forward pass (2-dim actions in
+    `[-high, high]`; the random actions uniform on [-1, 1]^2)."""
+    config, learner = build_learner(high=high, twin_q=True)
+    batch = make_batch(high, n_step=n_step, seed=seed)
+    fwd_out = forward(learner, batch, seed=seed)
+    with torch.no_grad():
+        _, parts = losses(
+            type(learner).compute_loss_for_module, learner, config, batch, fwd_out
+        )
+    log_density = 2 * math.log(0.5)
+    for key, twin in ((QF_LOSS_KEY, False), (QF_TWIN_LOSS_KEY, True)):
+        expected = expected_critic_loss(config, batch, fwd_out, log_density, twin)
+        assert parts[key] == pytest.approx(expected, rel=1e-5), key
