@@ -561,8 +561,13 @@ SERIES: List[Topic] = [
             "the targets come from the initial network (#51747, item 2). The\n"
             "MARWIL Learner now computes them with its live module from the\n"
             "inputs each row carries, and divides the value loss by a running\n"
-            "scale of the targets (kept in the Learner's state).\n\n"
-            "Behaviour change: MARWIL's value targets come from the live network."
+            "scale of the targets. The advantage normalizer moves once per update\n"
+            "at the configured rate from the configured start;\n"
+            "`moving_average_sqd_adv_norm_start=0` starts it from the first\n"
+            "batch. Both statistics are all-reduced across Learners and kept in\n"
+            "the Learner's state. The weights' exponent is clipped at 20.\n\n"
+            "Behaviour change: MARWIL's value targets come from the live network;\n"
+            "the config's normalizer defaults (start 100, rate 1e-8) are unchanged."
         ),
         files=[
             "rllib/algorithms/marwil/torch/advantage_statistics.py",
@@ -1237,6 +1242,16 @@ SERIES: List[Topic] = [
 #: argues for keeping them here. Their files are accounted for like the
 #: series' (each in exactly one topic), and their tests run with the overlay.
 FORK_ONLY_TOPICS: List[Topic] = [
+    Topic(
+        slug="marwil-normalizer-defaults",
+        subject="MARWIL's advantage normalizer follows the data by default",
+        description=(
+            "The fork's `MARWILConfig` defaults: the normalizer starts from the\n"
+            "first batch and moves at 0.05 per update (ray: 100 and 1e-8). The\n"
+            "series keeps ray's defaults; the REP argues for these."
+        ),
+        files=["rllib/algorithms/marwil/marwil.py"],
+    ),
     Topic(
         slug="vectorized-value-targets",
         subject="[RLlib] compute_value_targets: vectorize the GAE recursion",

@@ -5,15 +5,14 @@ changes, with BC for reference; on a discrete and a continuous task.
 Variants (every run with the fork active, each in a fresh process):
 
 - `fork`: the fork's MARWIL as it ships: value targets from the Learner's
-  live weights; the advantage normalizer moves at a rate that follows the
-  data (0.05 where the config keeps upstream's 1e-8) and starts from the
-  first batch; the value loss is divided by the value-target scale; the
-  weight's exponent is clipped at 20.
+  live weights; the advantage normalizer moves at the fork's default rate
+  (0.05 per update) and starts from the first batch; the value loss is
+  divided by the value-target scale; the weight's exponent is clipped at 20.
 - `live_targets_only`: the same live value targets, with MARWIL's loss as
-  ray 2.60 computes it: the normalizer starts at
-  `moving_average_sqd_adv_norm_start` and moves at
-  `moving_average_sqd_adv_norm_update_rate` per loss call, the value loss is
-  unscaled and the exponent unclipped. Only the loss changes: the value
+  ray 2.60 computes it with ray 2.60's defaults: the normalizer starts at
+  `moving_average_sqd_adv_norm_start=100` and moves at
+  `moving_average_sqd_adv_norm_update_rate=1e-8` per loss call, the value
+  loss is unscaled and the exponent unclipped. Only the loss changes: the value
   targets, data, module and optimizer are the fork's.
 - `bc`: BC with the same settings.
 
@@ -151,6 +150,13 @@ def run_one(args) -> dict:
     config = BCConfig() if args.variant == "bc" else MARWILConfig()
     if args.variant != "bc":
         config = config.training(beta=1.0)
+    if args.variant == "live_targets_only":
+        # ray 2.60's normalizer defaults (the fork's are 0, from the data, and
+        # 0.05).
+        config = config.training(
+            moving_average_sqd_adv_norm_start=100.0,
+            moving_average_sqd_adv_norm_update_rate=1e-8,
+        )
     config = offline_config(config, env, args)
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     algo = config.build_algo()

@@ -18,6 +18,7 @@ FINGERPRINTS = {
             "ray.rllib.algorithms.iql.iql": "6fb2282686a2e96157a2300689887aed7ac3d959ebfa426f12d077a1eba55c77",
             "ray.rllib.algorithms.iql.torch.default_iql_torch_rl_module": "5ad30b413720f389490840450e4bf328b35894b67169e2e3a52e1a744c72b983",
             "ray.rllib.algorithms.iql.torch.iql_torch_learner": "7b1fbf5be2305b683de4911bfca5f645ba4de1d6e554ef6ca3fc40419924ed41",
+            "ray.rllib.algorithms.marwil.marwil": "fbf665f0dc234b165978f825884a8a211bed4338af7184ab5ea5ca9fdbdb056f",
             "ray.rllib.algorithms.marwil.marwil_learner": "d02d4cc0ecc9bca15cb4617a9e19bb6fbcadf6865bdf8da6fecc8b210604d1ad",
             "ray.rllib.algorithms.marwil.torch.marwil_torch_learner": "17f1f28901c0fff5362ec5f5a10fb0ad23383625ec4c8cc89be45f34e9ba6f3e",
             "ray.rllib.algorithms.sac.sac_catalog": "fceb4fd2cb54f19700dd67e12114c5be2663c3d81df4f61e527e0a50d8f5accd",
@@ -63,6 +64,9 @@ FINGERPRINTS = {
             "ray.rllib.algorithms.iql.torch.iql_torch_learner": {
                 "IQLTorchLearner.compute_gradients": "6edb3c5da13147a0",
                 "IQLTorchLearner.compute_loss_for_module": "c21b352c40b11908",
+            },
+            "ray.rllib.algorithms.marwil.marwil": {
+                "MARWILConfig.__init__": "f8104a21c3fd47b0",
             },
             "ray.rllib.algorithms.marwil.torch.marwil_torch_learner": {
                 "MARWILTorchLearner.compute_loss_for_module": "0d17cb0dda1371ae",

@@ -23,6 +23,7 @@ REPLACING_MODULES = (
     "rllib.offline.offline_env_runner",
     "rllib.algorithms.algorithm_config",
     "rllib.algorithms.algorithm",
+    "rllib.algorithms.marwil.marwil",
     "rllib.algorithms.marwil.torch.marwil_torch_learner",
     "rllib.algorithms.cql.torch.cql_torch_learner",
     "rllib.algorithms.cql.torch.default_cql_torch_rl_module",

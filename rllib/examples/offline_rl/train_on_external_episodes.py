@@ -230,7 +230,13 @@ def build_config(args: argparse.Namespace, data_dir: str):
     if args.algo == "marwil":
         from ray.rllib.algorithms.marwil import MARWILConfig
 
-        config = MARWILConfig().training(beta=1.0)
+        # The advantage normalizer follows the advantages: it starts from the
+        # first train batch and moves at 0.05 per update.
+        config = MARWILConfig().training(
+            beta=1.0,
+            moving_average_sqd_adv_norm_start=0.0,
+            moving_average_sqd_adv_norm_update_rate=0.05,
+        )
     else:
         from ray.rllib.algorithms.bc import BCConfig
 

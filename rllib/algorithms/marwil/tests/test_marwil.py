@@ -1,4 +1,5 @@
-"""MARWIL, BC and IQL keep upstream's config defaults and module layout."""
+"""MARWIL, BC and IQL keep upstream's config defaults and module layout, except
+the advantage normalizer's two defaults (`rllib.algorithms.marwil.marwil`)."""
 
 import sys
 
@@ -45,6 +46,13 @@ emit(result)
 @pytest.mark.timeout(180)
 def test_configs_and_module_layouts_are_upstreams():
     upstream, fork = run_in_both_modes(_SCENARIO, timeout=150)
+    # MARWILConfig's normalizer defaults differ (BC and IQL inherit them and
+    # do not use them).
+    for name in ("marwil", "marwil_beta_1", "bc", "iql"):
+        for mode, rate, start in ((upstream, "1e-08", "100.0"), (fork, "0.05", "0.0")):
+            config = mode[name]["config"]
+            assert config.pop("moving_average_sqd_adv_norm_update_rate") == rate
+            assert config.pop("moving_average_sqd_adv_norm_start") == start
     assert_same(upstream, fork)
     # Upstream's layout: one encoder that the value head shares.
     keys = [key for key, _ in fork["marwil_beta_1"]["parameters"]]

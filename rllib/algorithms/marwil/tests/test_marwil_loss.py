@@ -2,7 +2,8 @@
 
 A local MARWIL Learner is built without Ray (`config.build_learner`) and fed
 tensor batches whose rows carry value-target inputs, at reward scales from
-0.01 to 10,000.
+0.01 to 10,000. The normalizer starts from the data and moves at 0.05 unless a
+test configures it otherwise; configured values are used as given.
 """
 
 import gymnasium as gym
@@ -17,9 +18,8 @@ from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
 from rllib.algorithms.marwil.torch.advantage_statistics import (
-    ADVANTAGE_NORM_UPDATE_RATE,
+    START_FROM_DATA,
     STATE_KEY,
-    update_rate,
 )
 from rllib.algorithms.marwil.torch.marwil_torch_learner import (
     MAX_EXPONENT,
@@ -34,8 +34,16 @@ from rllib.utils.postprocessing.bootstrapped_returns import (
 
 ENV = gym.make("CartPole-v1")
 
+#: The rate the tests' normalizer moves at unless a test sets another.
+RATE = 0.05
+
 
 def _learner(**training):
+    training = {
+        "moving_average_sqd_adv_norm_start": START_FROM_DATA,
+        "moving_average_sqd_adv_norm_update_rate": RATE,
+        **training,
+    }
     config = (
         MARWILConfig()
         .environment(
@@ -72,35 +80,71 @@ def _update(learner, batch):
     )
 
 
-def test_default_update_rate_means_the_advantage_norm_rate():
-    """The config keeps its ray 2.60 default (1e-8); the Learner reads it as
-    `ADVANTAGE_NORM_UPDATE_RATE`. Any other configured rate is used as given."""
-    assert MARWILConfig().moving_average_sqd_adv_norm_update_rate == 1e-8
-    assert update_rate(MARWILConfig()) == ADVANTAGE_NORM_UPDATE_RATE
-    explicit = MARWILConfig().training(moving_average_sqd_adv_norm_update_rate=0.3)
-    assert update_rate(explicit) == 0.3
+def _squared_advantages(learner, batch) -> float:
+    """The batch's mean squared advantage under the learner's current weights."""
+    probe = {k: v.clone() for k, v in batch.items()}
+    add_value_targets(learner.module[DEFAULT_MODULE_ID], probe)
+    advantages = probe[Postprocessing.VALUE_TARGETS] - probe[Columns.VF_PREDS]
+    return float((advantages**2).mean())
+
+
+@pytest.mark.parametrize("start, rate", [(100.0, 1e-8), (100.0, 0.3), (4.0, 0.5)])
+def test_configured_start_and_rate_are_used_as_given(start, rate):
+    """ray 2.60's defaults (100, 1e-8) included: the average starts at the
+    configured start and moves at the configured rate, once per update."""
+    _, learner = _learner(
+        moving_average_sqd_adv_norm_start=start,
+        moving_average_sqd_adv_norm_update_rate=rate,
+    )
+    norms = learner.moving_avg_sqd_adv_norms_per_module
+    expected = start
+    for seed in (1, 2):
+        batch = _batch(64, 1.0, seed=seed)
+        expected += rate * (_squared_advantages(learner, batch) - expected)
+        _update(learner, batch)
+        assert float(norms[DEFAULT_MODULE_ID]) == pytest.approx(expected, rel=1e-5)
+    if rate == 1e-8:
+        assert float(norms[DEFAULT_MODULE_ID]) == pytest.approx(start, rel=1e-5)
 
 
 def test_normalizer_starts_from_the_data_then_moves_at_the_rate():
-    config, learner = _learner()
+    _, learner = _learner()
     norms = learner.moving_avg_sqd_adv_norms_per_module
     first, second = _batch(64, 1.0, seed=1), _batch(64, 1.0, seed=2)
-
-    def squared_advantages(batch):
-        probe = {k: v.clone() for k, v in batch.items()}
-        add_value_targets(learner.module[DEFAULT_MODULE_ID], probe)
-        advantages = probe[Postprocessing.VALUE_TARGETS] - probe[Columns.VF_PREDS]
-        return float((advantages**2).mean())
-
-    expected_first = squared_advantages(first)
+    expected_first = _squared_advantages(learner, first)
     _update(learner, first)
     assert float(norms[DEFAULT_MODULE_ID]) == pytest.approx(expected_first, rel=1e-5)
-    expected_second = squared_advantages(second)
+    expected_second = _squared_advantages(learner, second)
     _update(learner, second)
-    rate = ADVANTAGE_NORM_UPDATE_RATE
     assert float(norms[DEFAULT_MODULE_ID]) == pytest.approx(
-        expected_first + rate * (expected_second - expected_first), rel=1e-5
+        expected_first + RATE * (expected_second - expected_first), rel=1e-5
     )
+
+
+def test_value_targets_from_the_data_move_the_statistics():
+    """A batch that brings its own `value_targets` (no `vf_preds`): the
+    advantages come from the module's values under the update's weights."""
+    _, learner = _learner()
+    module = learner.module[DEFAULT_MODULE_ID]
+    norms = learner.moving_avg_sqd_adv_norms_per_module
+    expected = None
+    for seed in (1, 2, 3):
+        rng = np.random.default_rng(seed)
+        batch = {
+            Columns.OBS: torch.as_tensor(rng.normal(size=(64, 4)), dtype=torch.float32),
+            Columns.ACTIONS: torch.as_tensor(rng.integers(0, 2, size=64)),
+            Postprocessing.VALUE_TARGETS: torch.as_tensor(
+                rng.uniform(0, 50, size=64), dtype=torch.float32
+            ),
+        }
+        with torch.no_grad():
+            values = module.compute_values(batch)
+        squared = float(((batch[Postprocessing.VALUE_TARGETS] - values) ** 2).mean())
+        expected = (
+            squared if expected is None else expected + RATE * (squared - expected)
+        )
+        _update(learner, batch)
+        assert float(norms[DEFAULT_MODULE_ID]) == pytest.approx(expected, rel=1e-5)
 
 
 @pytest.mark.parametrize("reward_scale", [0.01, 1.0, 10_000.0])
@@ -157,6 +201,34 @@ def test_direct_loss_call_uses_the_configured_start_and_clips():
     )
 
 
+def test_direct_loss_call_before_any_update_starts_from_the_batch():
+    """With the average starting from the data, a loss before any update
+    normalizes by the batch's own mean squared advantage."""
+    config, learner = _learner(beta=1.0)
+    batch = _batch(64, 10.0, seed=3)
+    add_value_targets(learner.module[DEFAULT_MODULE_ID], batch)
+    module = learner.module[DEFAULT_MODULE_ID]
+    fwd_out = module.forward_train(batch)
+    learner.compute_loss_for_module(
+        module_id=DEFAULT_MODULE_ID, config=config, batch=batch, fwd_out=fwd_out
+    )
+    advantages = (
+        batch[Postprocessing.VALUE_TARGETS] - module.compute_values(batch)
+    ).detach()
+    log_probs = (
+        module.get_train_action_dist_cls()
+        .from_logits(fwd_out[Columns.ACTION_DIST_INPUTS])
+        .logp(batch[Columns.ACTIONS])
+        .detach()
+    )
+    weights = torch.exp(advantages / (1e-8 + (advantages**2).mean().sqrt()))
+    policy_loss = float(
+        learner.metrics.peek((DEFAULT_MODULE_ID, POLICY_LOSS_KEY)).detach()
+    )
+    assert policy_loss == pytest.approx(-float((weights * log_probs).mean()), rel=1e-4)
+    assert DEFAULT_MODULE_ID not in learner.moving_avg_sqd_adv_norms_per_module
+
+
 def test_value_loss_is_divided_by_the_value_target_scale():
     """The total loss is `policy_loss + vf_coeff * vf_loss / scale`, where the
     scale starts at the first batch's mean squared value target; `vf_loss` is
@@ -207,6 +279,22 @@ def test_statistics_round_trip_through_the_learner_state(caplog):
     assert float(
         fresh.moving_avg_sqd_adv_norms_per_module[DEFAULT_MODULE_ID]
     ) == pytest.approx(float((advantages**2).mean()), rel=1e-5)
+
+
+def test_fresh_statistics_restart_at_the_configured_start():
+    """A state without the statistics resets a configured start too."""
+    _, learner = _learner(
+        moving_average_sqd_adv_norm_start=9.0,
+        moving_average_sqd_adv_norm_update_rate=0.5,
+    )
+    _update(learner, _batch(64, 1.0, seed=5))
+    state = {k: v for k, v in learner.get_state().items() if k != STATE_KEY}
+    learner.set_state(state)
+    batch = _batch(64, 1.0, seed=6)
+    expected = 9.0 + 0.5 * (_squared_advantages(learner, batch) - 9.0)
+    _update(learner, batch)
+    norm = learner.moving_avg_sqd_adv_norms_per_module[DEFAULT_MODULE_ID]
+    assert float(norm) == pytest.approx(expected, rel=1e-5)
 
 
 if __name__ == "__main__":

@@ -10,16 +10,19 @@ Per module with ``beta > 0`` a MARWIL Learner keeps
   shared with the policy stays of the policy's order whatever the size of
   the returns.
 
-Both start from the first train batch's value and then move at
-:func:`update_rate` per update. With several Learners (DDP) the batch sums
-are all-reduced before the update, so every Learner holds the same values.
-They are saved in the Learner's state under :data:`STATE_KEY`, which
+Both move once per train batch at the configured
+``moving_average_sqd_adv_norm_update_rate``. The advantage average starts at
+``moving_average_sqd_adv_norm_start``; a start of 0 (:data:`START_FROM_DATA`:
+no scale at all) takes the first train batch's value instead. The value-target
+scale always starts from the first batch. With several Learners (DDP) the
+batch sums are all-reduced before the update, so every Learner holds the same
+values. They are saved in the Learner's state under :data:`STATE_KEY`, which
 ``Learner.set_state`` ignores; a state without it (a checkpoint saved by
 RLlib 2.60) starts them fresh and logs that.
 """
 
 import logging
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from ray.rllib.core.columns import Columns
 from ray.rllib.evaluation.postprocessing import Postprocessing
@@ -29,13 +32,9 @@ torch, _ = try_import_torch()
 
 logger = logging.getLogger("ray." + __name__)
 
-#: The rate used where ``moving_average_sqd_adv_norm_update_rate``
-#: keeps ``MARWILConfig``'s default.
-ADVANTAGE_NORM_UPDATE_RATE = 0.05
-
-#: ``MARWILConfig``'s default ``moving_average_sqd_adv_norm_update_rate``: with a
-#: data-initialized average it would freeze the first batch's value.
-UPSTREAM_DEFAULT_UPDATE_RATE = 1e-8
+#: ``moving_average_sqd_adv_norm_start`` that starts the average at the first
+#: train batch's mean squared advantage.
+START_FROM_DATA = 0.0
 
 #: The key of these statistics in the Learner's state.
 STATE_KEY = "marwil_advantage_statistics"
@@ -43,10 +42,9 @@ STATE_KEY = "marwil_advantage_statistics"
 _NORM, _SCALE, _UPDATES = "moving_avg_sqd_adv_norm", "value_target_scale", "updates"
 
 
-def update_rate(config) -> float:
-    """The rate the statistics move at: the configured one, or the default."""
-    rate = config.moving_average_sqd_adv_norm_update_rate
-    return ADVANTAGE_NORM_UPDATE_RATE if rate == UPSTREAM_DEFAULT_UPDATE_RATE else rate
+def starts_from_data(config) -> bool:
+    """Whether the advantage average starts at the first batch's value."""
+    return config.moving_average_sqd_adv_norm_start == START_FROM_DATA
 
 
 def marwil_module_ids(learner):
@@ -69,12 +67,29 @@ def _updates(learner) -> Dict[str, int]:
     return learner.__dict__.setdefault("_advantage_statistics_updates", {})
 
 
-def update(learner, batch) -> None:
+def _value_predictions(learner, module_id, module_batch, fwd_out) -> "torch.Tensor":
+    """The batch's ``vf_preds``, or the module's values where it has none
+    (value targets that came with the data): the same weights as the loss."""
+    if Columns.VF_PREDS in module_batch:
+        return module_batch[Columns.VF_PREDS]
+    module = learner.module[module_id].unwrapped()
+    embeddings = (fwd_out or {}).get(module_id, {}).get(Columns.EMBEDDINGS)
+    with torch.no_grad():
+        return module.compute_values(module_batch, embeddings=embeddings)
+
+
+def update(learner, batch, fwd_out: Optional[Dict[str, Any]] = None) -> None:
     """Moves each MARWIL module's statistics by one train batch.
 
     Every Learner calls this once per update with the same modules in the
     same order (zeros where its batch lacks a module), so the single
     all-reduce matches across a DDP group.
+
+    Args:
+        learner: The MARWIL Learner.
+        batch: The train batch, by module id.
+        fwd_out: The forward pass's outputs, by module id; their embeddings
+            give the values of a batch without ``vf_preds``.
     """
     module_ids = marwil_module_ids(learner)
     if not module_ids:
@@ -82,14 +97,11 @@ def update(learner, batch) -> None:
     sums = torch.zeros((len(module_ids), 3), device=learner._device)
     for i, module_id in enumerate(module_ids):
         module_batch = batch.get(module_id) if hasattr(batch, "get") else None
-        if (
-            module_batch is None
-            or Postprocessing.VALUE_TARGETS not in module_batch
-            or Columns.VF_PREDS not in module_batch
-        ):
+        if module_batch is None or Postprocessing.VALUE_TARGETS not in module_batch:
             continue
         targets = module_batch[Postprocessing.VALUE_TARGETS].detach().float()
-        advantages = targets - module_batch[Columns.VF_PREDS].detach().float()
+        values = _value_predictions(learner, module_id, module_batch, fwd_out)
+        advantages = targets - values.detach().float()
         if Columns.LOSS_MASK in module_batch:
             mask = module_batch[Columns.LOSS_MASK].bool()
             targets, advantages = targets[mask], advantages[mask]
@@ -110,13 +122,18 @@ def update(learner, batch) -> None:
         if count <= 0:
             continue
         sqd_advantages, sqd_targets = sqd_advantages / count, sqd_targets / count
-        if not updates.get(module_id):
-            norms[module_id], scales[module_id] = sqd_advantages, sqd_targets
+        config = learner.config.get_config_for_module(module_id)
+        rate = config.moving_average_sqd_adv_norm_update_rate
+        first = not updates.get(module_id)
+        if first and starts_from_data(config):
+            norms[module_id] = sqd_advantages
         else:
-            rate = update_rate(learner.config.get_config_for_module(module_id))
-            norms[module_id] = norms[module_id] + rate * (
-                sqd_advantages - norms[module_id]
-            )
+            # Before the first update: the configured start.
+            norm = norms[module_id].to(sqd_advantages.device)
+            norms[module_id] = norm + rate * (sqd_advantages - norm)
+        if first:
+            scales[module_id] = sqd_targets
+        else:
             scales[module_id] = scales[module_id] + rate * (
                 sqd_targets - scales[module_id]
             )
@@ -152,6 +169,9 @@ def set_state(learner, state: Dict[str, Any], *, full_restore: bool) -> None:
     if saved is None:
         if full_restore and marwil_module_ids(learner):
             _updates(learner).clear()
+            # The advantage average starts again from its configured start.
+            for module_id in marwil_module_ids(learner):
+                learner.moving_avg_sqd_adv_norms_per_module.pop(module_id, None)
             logger.warning(
                 "The Learner state has no MARWIL advantage statistics (a "
                 "checkpoint saved before these statistics existed): "

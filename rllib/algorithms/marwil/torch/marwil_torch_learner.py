@@ -9,14 +9,17 @@ below 0.1 every weight is 1 (plain BC).
 
 - ``MARWILTorchLearner.compute_losses``: updates MARWIL's statistics once
   per train (mini)batch, before the loss, from the value pass that produced
-  the batch's value targets (``vf_preds``); see
+  the batch's value targets (``vf_preds``; the module's values where the
+  targets came with the data); see
   ``rllib.algorithms.marwil.torch.advantage_statistics`` (shared by all
-  Learners, checkpointed). ``c`` therefore tracks the scale of the
+  Learners, checkpointed). At the configured rate (the fork's default 0.05,
+  see ``rllib.algorithms.marwil.marwil``) ``c`` tracks the scale of the
   advantages.
 - ``MARWILTorchLearner.compute_loss_for_module``: the same loss as upstream,
   except that it reads the average without changing it (a loss called
   directly, as in an offline evaluation runner, uses the current value, or
-  ``moving_average_sqd_adv_norm_start`` before any update), clips the
+  before any update the configured start, or the batch's own mean squared
+  advantage where the average starts from the data), clips the
   exponent at :data:`MAX_EXPONENT` so no weight overflows, divides the value
   loss by the value-target scale (the moving average of squared value
   targets: the fork's targets are real discounted returns, and unscaled
@@ -61,7 +64,7 @@ MAX_EXPONENT = 20.0
 
 def compute_losses(self, *, fwd_out: Dict[str, Any], batch: Dict[str, Any]):
     """Updates MARWIL's statistics from the batch, then computes the losses."""
-    advantage_statistics.update(self, batch)
+    advantage_statistics.update(self, batch, fwd_out)
     return _super_compute_losses(self, fwd_out=fwd_out, batch=batch)
 
 
@@ -95,7 +98,7 @@ def compute_loss_for_module(
         advantages = targets - values
         vf_loss = 0.5 * mean(advantages**2)
         scale = _value_target_scale(self, module_id, targets)
-        norm = _current_norm(self, module_id, config, like=advantages)
+        norm = _current_norm(self, module_id, config, advantages, mean)
         exponent = config.beta * advantages / (1e-8 + norm.sqrt())
         weights = torch.exp(exponent.clamp(max=MAX_EXPONENT)).detach()
 
@@ -124,17 +127,22 @@ def compute_loss_for_module(
     return total_loss
 
 
-def _current_norm(learner, module_id, config, like: "torch.Tensor") -> "torch.Tensor":
-    """The normalizer's value; its configured start where none is kept.
+def _current_norm(learner, module_id, config, advantages, mean) -> "torch.Tensor":
+    """The normalizer's value, read without moving it.
 
-    Offline evaluation runners borrow this loss but keep no normalizer.
+    Before the first update (and in offline evaluation runners, which borrow
+    this loss but keep no normalizer) it is the configured start, or the
+    batch's own mean squared advantage where the average starts from the
+    data.
     """
     norms = getattr(learner, "moving_avg_sqd_adv_norms_per_module", None)
-    if norms is not None:
+    if norms is not None and module_id in norms:
         norm = norms[module_id]
+    elif advantage_statistics.starts_from_data(config):
+        norm = mean(advantages.detach() ** 2)
     else:
         norm = config.moving_average_sqd_adv_norm_start
-    return torch.as_tensor(norm, dtype=like.dtype, device=like.device)
+    return torch.as_tensor(norm, dtype=advantages.dtype, device=advantages.device)
 
 
 def _value_target_scale(learner, module_id, targets) -> "torch.Tensor":
