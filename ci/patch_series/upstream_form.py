@@ -193,17 +193,16 @@ def _splice(
     }
     placed = set(all_replaces.values())
     needed = _needed_helpers(fork_tree, replaces) if only is not None else None
-    upstream_names = {
-        getattr(n, "name", None) for n in ast.parse(upstream_text).body
-    } | {
-        t.id
-        for n in ast.parse(upstream_text).body
-        if isinstance(n, ast.Assign)
-        for t in n.targets
-        if isinstance(t, ast.Name)
-    }
+    upstream_names = set().union(
+        *(_defined_names(n) for n in ast.parse(upstream_text).body)
+    )
 
     imports, helpers = [], []
+    super_helpers = {
+        node.name: _source(fork_lines, node)
+        for node in fork_tree.body
+        if _is_super_helper(node)
+    }
     body = fork_tree.body
     if (
         body
@@ -241,6 +240,8 @@ def _splice(
             continue  # Used only by replacements of another patch.
         elif getattr(node, "name", None) in placed:
             continue
+        elif getattr(node, "name", None) in super_helpers:
+            continue  # In the class, `super()` itself (below).
         else:
             helpers.append(_source(fork_lines, node))
 
@@ -264,6 +265,14 @@ def _splice(
         lines[first - 1 : last] = text.splitlines()
 
     text = "\n".join(lines) + "\n"
+    for name, source in super_helpers.items():
+        # The fork's methods reach the class's base through a helper; spliced
+        # into the class they call `super()`.
+        text = re.sub(rf"\b{name}\(self\)\.", "super().", text)
+        if re.search(rf"\b{name}\(", text) or any(
+            re.search(rf"\b{name}\(", helper) for helper in helpers
+        ):
+            helpers.append(source)
     text = _add_imports(text, imports)
     for dotted, fork_name in replaces.items():
         if "." not in dotted and any(
@@ -282,6 +291,21 @@ def _splice(
     return text
 
 
+def _is_super_helper(node: ast.AST) -> bool:
+    """Whether ``node`` is a fork helper ``def _super(obj): ... return
+    super(Class, obj)``, the overlay's stand-in for ``super()``."""
+    if not isinstance(node, ast.FunctionDef) or len(node.args.args) != 1:
+        return False
+    last = node.body[-1]
+    return (
+        isinstance(last, ast.Return)
+        and isinstance(last.value, ast.Call)
+        and isinstance(last.value.func, ast.Name)
+        and last.value.func.id == "super"
+        and len(last.value.args) == 2
+    )
+
+
 def _default_name(method: str) -> str:
     """The private name upstream's original of ``method`` keeps."""
     return f"_{method.lstrip('_')}_default"
@@ -291,7 +315,13 @@ def _defined_names(node: ast.AST) -> set:
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {node.name}
     if isinstance(node, ast.Assign):
-        return {t.id for t in node.targets if isinstance(t, ast.Name)}
+        # `torch, nn = try_import_torch()` defines both names.
+        return {
+            n.id
+            for t in node.targets
+            for n in ([t] if isinstance(t, ast.Name) else getattr(t, "elts", []))
+            if isinstance(n, ast.Name)
+        }
     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
         return {node.target.id}
     return set()

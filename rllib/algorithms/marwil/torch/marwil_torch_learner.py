@@ -65,7 +65,7 @@ MAX_EXPONENT = 20.0
 def compute_losses(self, *, fwd_out: Dict[str, Any], batch: Dict[str, Any]):
     """Updates MARWIL's statistics from the batch, then computes the losses."""
     advantage_statistics.update(self, batch, fwd_out)
-    return _super_compute_losses(self, fwd_out=fwd_out, batch=batch)
+    return _super(self).compute_losses(fwd_out=fwd_out, batch=batch)
 
 
 def compute_loss_for_module(
@@ -180,10 +180,6 @@ def _super(learner):
     )
 
     return super(MARWILTorchLearner, learner)
-
-
-def _super_compute_losses(self, *, fwd_out, batch):
-    return _super(self).compute_losses(fwd_out=fwd_out, batch=batch)
 
 
 def get_state(self, components=None, *, not_components=None, **kwargs):
