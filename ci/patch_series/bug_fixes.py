@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Dict, List, Sequence
 
 from ci.patch_series import check
@@ -122,10 +123,11 @@ def prove_all(patches: pathlib.Path, work: pathlib.Path) -> int:
     report = []
     failed = 0
     for topic in fixes:
+        start = time.monotonic()
         results = prove(patches, work, topic)
         found = problems(topic, results)
         failed += bool(found)
-        report.append(f"{topic.slug}:")
+        report.append(f"{topic.slug} ({time.monotonic() - start:.0f} s):")
         for node_id in topic.regression_tests:
             key = junit_key(node_id)
             report.append(
