@@ -70,6 +70,7 @@ FILES: Dict[str, str] = {
     "rllib/algorithms/ppo/tests/test_ppo_matches_upstream.py": MEDIUM,
     "rllib/algorithms/sac/tests/test_sac_catalog.py": SMALL,
     "rllib/algorithms/sac/tests/test_sac_catalog_matches_upstream.py": SMALL,
+    "rllib/algorithms/sac/tests/test_sac_temperature_in_state.py": SMALL,
     "rllib/core/learner/tests/test_batch_conversion.py": SMALL,
     "rllib/core/learner/tests/test_in_memory_source.py": SMALL,
     "rllib/core/learner/tests/test_learner_batch_checks.py": SMALL,

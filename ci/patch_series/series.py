@@ -913,6 +913,25 @@ SERIES: List[Topic] = [
         ),
     ),
     Topic(
+        slug="sac-temperature-in-state",
+        subject="[RLlib] SAC: keep the entropy temperature in the Learner's state",
+        description=(
+            "The SAC Learner saved the temperature optimizer's moments but not\n"
+            "the temperature (`curr_log_alpha`), so a SAC, CQL or TQC Learner\n"
+            "restored from a checkpoint went on from `initial_alpha`. The\n"
+            "temperature is now part of the Learner's state and is restored in\n"
+            "place (its optimizer keeps the parameter). A state without it, as\n"
+            "ray 2.60 saved, leaves the temperature as it is.\n\n"
+            "Behaviour change: restored SAC-family Learners keep their temperature."
+        ),
+        files=["rllib/algorithms/sac/torch/sac_torch_learner.py"],
+        tests=["rllib/algorithms/sac/tests/test_sac_temperature_in_state.py"],
+        regression_tests=[
+            "rllib/algorithms/sac/tests/test_sac_temperature_in_state.py::"
+            "test_restored_learner_keeps_the_learned_temperature",
+        ],
+    ),
+    Topic(
         slug="cql-random-actions",
         subject="[RLlib] CQL: draw the random actions where the policy acts",
         description=(
@@ -1094,14 +1113,16 @@ SERIES: List[Topic] = [
             "enters its loss as `alpha' * (penalty - lagrangian_thresh)`, and\n"
             "`log alpha'` ascends the critics' mean excess with its own Adam\n"
             "optimizer (`alpha_prime`, at `critic_lr`, from `alpha' = 1`, clamped\n"
-            "to [0, 1e6]). The loss function is restructured around one critic\n"
-            "loss helper for both critics; with `lagrangian=False` (the default)\n"
-            "its values are unchanged.\n\n"
+            "to [0, 1e6]). `log alpha'` is part of the Learner's state, so a\n"
+            "restored Learner goes on from the learned weight. The loss function\n"
+            "is restructured around one critic loss helper for both critics;\n"
+            "with `lagrangian=False` (the default) its values are unchanged.\n\n"
             "Behaviour change: only with `lagrangian=True`."
         ),
         files=[
             CQL_LEARNER + "::CQLTorchLearner.configure_optimizers_for_module,"
-            "CQLTorchLearner.compute_loss_for_module",
+            "CQLTorchLearner.compute_loss_for_module,CQLTorchLearner.get_state,"
+            "CQLTorchLearner.set_state",
         ],
         tests=["rllib/algorithms/cql/tests/test_cql_lagrangian_weight.py"],
         regression_tests=[
@@ -1115,6 +1136,7 @@ SERIES: List[Topic] = [
             for case in ("-100.0-True", "100.0-False")
         ],
         stacked_on=[
+            "sac-temperature-in-state",
             "cql-random-actions",
             "cql-iql-learners-in-step",
             "cql-n-step-discount",

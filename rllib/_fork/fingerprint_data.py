@@ -15,6 +15,8 @@ FINGERPRINTS = {
             "ray.rllib.algorithms.algorithm_config": "8b4e42a9a90ab0b2c9f27441299767edd760c78ff2b65124d66144538ec63072",
             "ray.rllib.algorithms.cql.torch.cql_torch_learner": "bac6d8993fac67b3cca3442b4cd6241b7d7e9003e3562878831f7bf93db6142d",
             "ray.rllib.algorithms.cql.torch.default_cql_torch_rl_module": "9c416d3cb06cd96f1d757d6ec5fac19c6c7d06fe5b05a5df9792a019dd4f5118",
+            "ray.rllib.algorithms.dqn.dqn_learner": "7f12f96c7132168875fcc877c0475d256165c5a29095dc48dfeac8b277e3f5cc",
+            "ray.rllib.algorithms.dqn.torch.dqn_torch_learner": "8e8794ab8da300479ec9ae6ae6a58a4d034a165fda5594f8bd03d4d74c7dd530",
             "ray.rllib.algorithms.iql.iql": "6fb2282686a2e96157a2300689887aed7ac3d959ebfa426f12d077a1eba55c77",
             "ray.rllib.algorithms.iql.torch.default_iql_torch_rl_module": "5ad30b413720f389490840450e4bf328b35894b67169e2e3a52e1a744c72b983",
             "ray.rllib.algorithms.iql.torch.iql_torch_learner": "7b1fbf5be2305b683de4911bfca5f645ba4de1d6e554ef6ca3fc40419924ed41",
@@ -51,6 +53,8 @@ FINGERPRINTS = {
                 "CQLTorchLearner.compute_gradients": "65aae76b033613d7",
                 "CQLTorchLearner.compute_loss_for_module": "77d0ba62f5996e78",
                 "CQLTorchLearner.configure_optimizers_for_module": "ade0249804ca9881",
+                "CQLTorchLearner.get_state": "434ed5b0ceeb0a3e",
+                "CQLTorchLearner.set_state": "c067c71b2ffe3439",
             },
             "ray.rllib.algorithms.cql.torch.default_cql_torch_rl_module": {
                 "DefaultCQLTorchRLModule._repeat_actions": "74b5bace5bb4f8e0",
@@ -76,6 +80,10 @@ FINGERPRINTS = {
             },
             "ray.rllib.algorithms.sac.sac_catalog": {
                 "SACCatalog.build_qf_encoder": "0a3a7ea83cd545c9",
+            },
+            "ray.rllib.algorithms.sac.torch.sac_torch_learner": {
+                "SACTorchLearner.get_state": "434ed5b0ceeb0a3e",
+                "SACTorchLearner.set_state": "c067c71b2ffe3439",
             },
             "ray.rllib.core.distribution.torch.torch_distribution": {
                 "TorchSquashedGaussian.to_deterministic": "64633aa8f3fff99f",

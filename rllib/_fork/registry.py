@@ -32,6 +32,7 @@ REPLACING_MODULES = (
     "rllib.algorithms.iql.torch.default_iql_torch_rl_module",
     "rllib.algorithms.iql.iql",
     "rllib.algorithms.sac.sac_catalog",
+    "rllib.algorithms.sac.torch.sac_torch_learner",
     "rllib.utils.torch_utils",
     "rllib.core.learner.torch.torch_learner",
     "rllib.utils.checkpoints",

@@ -78,6 +78,38 @@ def test_lagrangian_weight_follows_the_penalty_excess(thresh, grows):
     assert float(logged["alpha_prime_value"].peek()) == pytest.approx(1.0)
 
 
+def test_restored_learner_keeps_the_lagrangian_weight():
+    """`log_alpha'` is in the Learner's state: a fresh Learner that takes the
+    state holds the learned weight and, after one more identical (seeded)
+    update on each, the same one as the original."""
+
+    def update(learner, seed):
+        batch = make_batch(2.0, n_step=1, seed=seed)
+        torch.manual_seed(seed)
+        learner.update(
+            batch=MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(batch)}, env_steps=32)
+        )
+
+    def log_alpha_prime(learner):
+        return float(learner.curr_log_alpha_prime[DEFAULT_MODULE_ID].detach()[0])
+
+    training = dict(lagrangian=True, lagrangian_thresh=-100.0, critic_lr=0.05)
+    _, learner = build_learner(high=2.0, **training)
+    for seed in range(3):
+        update(learner, seed)
+    learned = log_alpha_prime(learner)
+    assert learned > 0.1  # it rose from log(1) = 0
+
+    _, restored = build_learner(high=2.0, **training)
+    restored.set_state(learner.get_state())
+    assert log_alpha_prime(restored) == pytest.approx(learned, abs=1e-7)
+    update(learner, 7)
+    update(restored, 7)
+    assert log_alpha_prime(restored) == pytest.approx(
+        log_alpha_prime(learner), abs=1e-6
+    )
+
+
 def test_no_lagrangian_optimizer_by_default():
     _, learner = build_learner(high=1.0)
     names = [name for name, _ in learner.get_optimizers_for_module(DEFAULT_MODULE_ID)]

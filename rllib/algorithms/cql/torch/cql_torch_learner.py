@@ -26,7 +26,10 @@ than the threshold, and shrinks below it. ``min_q_weight`` still scales the
 penalty.
 
 ``CQLTorchLearner.configure_optimizers_for_module`` registers that optimizer
-(SAC's optimizers are registered as before).
+(SAC's optimizers are registered as before); ``CQLTorchLearner.get_state`` /
+``set_state`` keep ``log_alpha'`` in the Learner's state (under
+:data:`LOG_ALPHA_PRIME_KEY`, restored in place), so a restored Learner goes
+on from the learned weight.
 
 ``CQLTorchLearner.compute_gradients`` runs the backward passes in the same
 module order on every Learner and averages the gradients over the Learners
@@ -58,6 +61,10 @@ from ray.rllib.utils.metrics import ALL_MODULES
 from ray.rllib.utils.typing import ModuleID, TensorType
 from ray.tune.result import TRAINING_ITERATION
 
+from rllib.algorithms.sac.torch.sac_torch_learner import (
+    restore_variables,
+    variables_state,
+)
 from rllib.core.learner.optimizer_gradients import (
     average_over_learners,
     gradients_per_optimizer,
@@ -71,6 +78,8 @@ ALPHA_PRIME = "alpha_prime"
 ALPHA_PRIME_LOSS_KEY = "alpha_prime_loss"
 #: Upper bound of the Lagrangian conservative weight.
 MAX_ALPHA_PRIME = 1e6
+#: The key of the Lagrangian weights (``log_alpha'``) in the Learner's state.
+LOG_ALPHA_PRIME_KEY = "curr_log_alpha_prime"
 
 
 def configure_optimizers_for_module(
@@ -258,7 +267,33 @@ def compute_gradients(self, loss_per_module: Dict[ModuleID, TensorType], **kwarg
     return average_over_learners(self, grads)
 
 
+def get_state(self, components=None, *, not_components=None, **kwargs):
+    """The Learner's state plus the Lagrangian weights (`lagrangian=True`)."""
+    state = _super(self).get_state(components, not_components=not_components, **kwargs)
+    log_alpha_prime = getattr(self, "curr_log_alpha_prime", None)
+    if log_alpha_prime and self._check_component(
+        LOG_ALPHA_PRIME_KEY, components, not_components
+    ):
+        state[LOG_ALPHA_PRIME_KEY] = variables_state(log_alpha_prime)
+    return state
+
+
+def set_state(self, state) -> None:
+    """The Learner's `set_state`, then the Lagrangian weights it carries."""
+    _super(self).set_state(state)
+    log_alpha_prime = getattr(self, "curr_log_alpha_prime", None)
+    if log_alpha_prime and LOG_ALPHA_PRIME_KEY in state:
+        restore_variables(log_alpha_prime, state[LOG_ALPHA_PRIME_KEY])
+
+
+def _super(learner):
+    """`super()` of `CQLTorchLearner` for `learner` (the methods it inherits)."""
+    return super(CQLTorchLearner, learner)
+
+
 REPLACES = {
+    "CQLTorchLearner.get_state": get_state,
+    "CQLTorchLearner.set_state": set_state,
     "CQLTorchLearner.configure_optimizers_for_module": (
         configure_optimizers_for_module
     ),
