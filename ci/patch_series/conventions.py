@@ -184,17 +184,6 @@ def _rllib_modules_at(tree: pathlib.Path, commit: str) -> Set[str]:
 #: the one that adds the module; the check fails on any import not listed.
 KNOWN_FORWARD_IMPORTS: Dict[Tuple[str, str], str] = {
     **{
-        (test, f"ray.rllib.offline.in_memory.{module}"): (
-            "the value-target tests build their rows from episode columns, "
-            "whose module imports `bootstrapped_returns`"
-        )
-        for test in (
-            "rllib/core/learner/tests/test_value_targets.py",
-            "rllib/utils/postprocessing/tests/test_bootstrapped_returns.py",
-        )
-        for module in ("columnar_buffer", "columns")
-    },
-    **{
         ("rllib/offline/tests/test_columnar_buffer.py", module): (
             "the columnar buffer's test samples through the store and the "
             "shard sampler of the in-memory patches"

@@ -601,8 +601,11 @@ SERIES: List[Topic] = [
             "rllib/offline/in_memory/columns.py",
             "rllib/offline/in_memory/columnar_buffer.py",
         ],
-        tests=["rllib/offline/tests/test_columnar_buffer.py"],
-        size_reason="Two modules that only make sense together, with their test.",
+        tests=[
+            "rllib/offline/tests/test_columnar_buffer.py",
+            "rllib/offline/tests/test_sampled_value_target_inputs.py",
+        ],
+        size_reason="Two modules that only make sense together, with their tests.",
     ),
     Topic(
         slug="prelearner-columnar-path",

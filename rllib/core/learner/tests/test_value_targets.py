@@ -1,9 +1,10 @@
 """Value targets from row inputs: the values, the live module, any row order.
 
-Rows are sampled from recorded CartPole-like episodes with their value-target
-inputs; the targets are checked against `R + discount * V(bootstrap_obs)`
-computed by hand, and must not change when the batch is shuffled, cut into
-odd pieces or split as Ray Data would split it across Learners.
+Rows are drawn from random CartPole-like episodes with their value-target
+inputs (`rllib.utils.postprocessing.bootstrapped_returns`); the targets are
+checked against `R + discount * V(bootstrap_obs)` computed by hand, and must
+not change when the batch is shuffled, cut into odd pieces or split as Ray
+Data would split it across Learners.
 """
 
 import gymnasium as gym
@@ -15,12 +16,13 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
 from rllib.core.learner.value_targets import add_value_targets, standardize
-from rllib.offline.in_memory.columnar_buffer import sample_transitions
-from rllib.offline.in_memory.columns import EpisodeBlock, EpisodeColumns
 from rllib.utils.postprocessing.bootstrapped_returns import (
     BOOTSTRAP_DISCOUNT,
     BOOTSTRAP_OBS,
     RETURNS_TO_BOOTSTRAP,
+    bootstrap_steps,
+    returns_to_go,
+    value_target_inputs,
 )
 from rllib.utils.tests.devices import DEVICES
 
@@ -35,33 +37,30 @@ def _module(device, seed=0):
     return spec.build().to(device)
 
 
-def _rows(num_rows, device, horizon=None, seed=0):
-    """Sampled rows with their inputs and a `row_id` to match them up."""
+def _rows(num_rows, device, horizon=None, seed=0, gamma=0.95):
+    """Rows of random steps with their inputs and a `row_id` to match them up."""
     rng = np.random.default_rng(seed)
-    episodes = [
-        EpisodeColumns(
-            id_=str(i),
-            observations=rng.normal(size=(length + 1, 4)).astype(np.float32),
-            actions=rng.integers(0, 2, size=length),
-            rewards=np.ones(length, dtype=np.float32),
-            is_terminated=i % 2 == 0,
-            is_truncated=i % 2 == 1,
-        )
-        for i, length in enumerate([30, 5, 60, 1, 12])
-    ]
-    sampled = sample_transitions(
-        [EpisodeBlock.from_episodes(episodes)],
-        num_rows,
-        rng=rng,
-        n_step_gamma=0.95,
-        value_targets=(0.95, horizon),
+    lengths = np.array([30, 5, 60, 1, 12])
+    terminated = np.arange(len(lengths)) % 2 == 0
+    observations = [rng.normal(size=(n + 1, 4)).astype(np.float32) for n in lengths]
+    returns = returns_to_go(np.ones(lengths.sum()), lengths, gamma)
+    # Each episode's returns start at its first step + its index.
+    entry = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]])
+    episode = rng.integers(0, len(lengths), size=num_rows)
+    t = (rng.random(num_rows) * lengths[episode]).astype(np.int64)
+    b = bootstrap_steps(t, lengths[episode], horizon)
+    summed, discount = value_target_inputs(
+        returns_at_t=returns[entry[episode] + t],
+        returns_at_bootstrap=returns[entry[episode] + b],
+        steps_to_bootstrap=b - t,
+        terminal_at_bootstrap=terminated[episode] & (b == lengths[episode]),
+        gamma=gamma,
     )
-    inputs = sampled.value_target_inputs
     columns = {
-        Columns.OBS: sampled.obs,
-        RETURNS_TO_BOOTSTRAP: inputs.returns_to_bootstrap,
-        BOOTSTRAP_OBS: inputs.bootstrap_obs,
-        BOOTSTRAP_DISCOUNT: inputs.bootstrap_discount,
+        Columns.OBS: np.stack([observations[e][i] for e, i in zip(episode, t)]),
+        RETURNS_TO_BOOTSTRAP: summed,
+        BOOTSTRAP_OBS: np.stack([observations[e][i] for e, i in zip(episode, b)]),
+        BOOTSTRAP_DISCOUNT: discount,
         "row_id": np.arange(num_rows),
     }
     return {k: torch.as_tensor(v, device=device) for k, v in columns.items()}

@@ -1,58 +1,20 @@
-"""Value-target inputs against a plain loop over each sampled step's episode.
+"""Value-target inputs from whole episodes against a plain loop over steps.
 
 Grid: episode lengths 1, 3 and 100, terminated and truncated episodes,
-horizons None (episode end), 1, 3 and 100, two discounts. The reference walks
-the recorded rewards of the row's own episode; the sampler draws rows from
-several blocks at once.
+horizons None (episode end), 1, 3 and 100, two discounts.
 """
 
 import numpy as np
 import pytest
 
-from rllib.offline.in_memory.columnar_buffer import sample_transitions
-from rllib.offline.in_memory.columns import EpisodeBlock, EpisodeColumns
 from rllib.utils.postprocessing.bootstrapped_returns import (
     bootstrap_steps,
     returns_to_go,
+    value_target_inputs,
 )
 
-LENGTHS = (1, 3, 100, 3, 1, 100)
-
-
-def _episode(index, length, terminated, rng):
-    return EpisodeColumns(
-        id_=f"episode{index}",
-        observations={
-            "pos": rng.normal(size=(length + 1, 2)).astype(np.float32),
-            "t": np.arange(length + 1, dtype=np.int64),
-        },
-        actions=rng.integers(0, 3, size=length),
-        rewards=rng.normal(size=length).astype(np.float32),
-        is_terminated=terminated,
-        is_truncated=not terminated,
-    )
-
-
-def _blocks(rng):
-    episodes = [
-        _episode(i, length, terminated=i % 2 == 0, rng=rng)
-        for i, length in enumerate(LENGTHS)
-    ]
-    return episodes, [
-        EpisodeBlock.from_episodes(episodes[:2]),
-        EpisodeBlock.from_episodes(episodes[2:3]),
-        EpisodeBlock.from_episodes(episodes[3:]),
-    ]
-
-
-def _reference(episode, t, gamma, horizon):
-    length = len(episode)
-    b = length if horizon is None else min(t + horizon, length)
-    returns = sum(gamma ** (k - t) * float(episode.rewards[k]) for k in range(t, b))
-    live = not (b == length and episode.is_terminated)
-    discount = gamma ** (b - t) if live else 0.0
-    bootstrap = {key: leaf[b] for key, leaf in episode.observations.items()}
-    return returns, discount, bootstrap
+LENGTHS = np.array([1, 3, 100, 3, 1, 100])
+TERMINATED = np.arange(len(LENGTHS)) % 2 == 0
 
 
 @pytest.mark.parametrize("gamma", [0.99, 0.5])
@@ -76,51 +38,38 @@ def test_returns_to_go_match_a_loop(gamma):
 
 @pytest.mark.parametrize("gamma", [0.99, 0.5])
 @pytest.mark.parametrize("horizon", [None, 1, 3, 100])
-def test_sampled_inputs_match_a_loop(gamma, horizon):
+def test_inputs_of_every_step_match_a_loop(gamma, horizon):
+    """`returns_to_go`, `bootstrap_steps` and `value_target_inputs` together
+    give each step the reward sum to its bootstrap step and the discount
+    there (0 where the episode terminated at that step)."""
     rng = np.random.default_rng(1)
-    episodes, blocks = _blocks(rng)
-    by_id = {e.id_: e for e in episodes}
-    sampled = sample_transitions(
-        blocks, 2000, rng=rng, n_step_gamma=gamma, value_targets=(gamma, horizon)
+    rewards = rng.normal(size=LENGTHS.sum())
+    returns = returns_to_go(rewards, LENGTHS, gamma)
+    # Each episode's entries start at its first step + its index.
+    starts = np.concatenate([[0], np.cumsum(LENGTHS)[:-1]])
+    episode = np.repeat(np.arange(len(LENGTHS)), LENGTHS)
+    t = np.arange(LENGTHS.sum()) - starts[episode]
+    b = bootstrap_steps(t, LENGTHS[episode], horizon)
+    entry = starts[episode] + episode
+    summed, discount = value_target_inputs(
+        returns_at_t=returns[entry + t],
+        returns_at_bootstrap=returns[entry + b],
+        steps_to_bootstrap=b - t,
+        terminal_at_bootstrap=TERMINATED[episode] & (b == LENGTHS[episode]),
+        gamma=gamma,
     )
-    inputs = sampled.value_target_inputs
-    seen_terminal = seen_live_end = False
-    for i in range(len(sampled)):
-        episode = by_id[sampled.episode_ids[i]]
-        t = int(sampled.timesteps[i])
-        returns, discount, bootstrap = _reference(episode, t, gamma, horizon)
-        np.testing.assert_allclose(inputs.returns_to_bootstrap[i], returns, rtol=1e-5)
-        np.testing.assert_allclose(inputs.bootstrap_discount[i], discount, rtol=1e-6)
-        np.testing.assert_array_equal(inputs.bootstrap_obs["pos"][i], bootstrap["pos"])
-        assert inputs.bootstrap_obs["t"][i] == bootstrap["t"]
-        # The row's own observation is its step's.
-        np.testing.assert_array_equal(
-            sampled.obs["pos"][i], episode.observations["pos"][t]
+    assert summed.dtype == np.float32 and discount.dtype == np.float32
+    for row in range(len(t)):
+        e, step, end = episode[row], t[row], b[row]
+        expected = sum(
+            gamma ** (k - step) * rewards[starts[e] + k] for k in range(step, end)
         )
-        seen_terminal |= discount == 0.0
-        seen_live_end |= discount > 0 and bootstrap["t"] == len(episode)
-    assert seen_terminal and seen_live_end
-    assert inputs.returns_to_bootstrap.dtype == np.float32
-    assert inputs.bootstrap_discount.dtype == np.float32
-
-
-def test_horizon_reaches_the_inputs():
-    """Every horizon gives other inputs for the long episode's early steps."""
-    rng = np.random.default_rng(2)
-    _, blocks = _blocks(rng)
-    outputs = {}
-    for horizon in (None, 1, 3, 100):
-        sampled = sample_transitions(
-            blocks,
-            500,
-            rng=np.random.default_rng(3),
-            n_step_gamma=0.9,
-            value_targets=(0.9, horizon),
+        live = not (TERMINATED[e] and end == LENGTHS[e])
+        assert end == (
+            LENGTHS[e] if horizon is None else min(step + horizon, LENGTHS[e])
         )
-        outputs[horizon] = sampled.value_target_inputs.returns_to_bootstrap
-    keys = list(outputs)
-    for a, b in zip(keys, keys[1:]):
-        assert not np.allclose(outputs[a], outputs[b])
+        np.testing.assert_allclose(summed[row], expected, rtol=1e-5, atol=1e-5)
+        assert discount[row] == pytest.approx(gamma ** (end - step) if live else 0.0)
 
 
 def test_bootstrap_steps_rejects_a_bad_horizon():
