@@ -92,6 +92,7 @@ FILES: Dict[str, str] = {
     "rllib/offline/tests/test_column_data_matches_upstream.py": LARGE,
     "rllib/offline/tests/test_columnar_buffer.py": SMALL,
     "rllib/offline/tests/test_sampled_value_target_inputs.py": SMALL,
+    "rllib/offline/tests/test_shard_sampler.py": SMALL,
     "rllib/offline/tests/test_crash_safety.py": MEDIUM,
     "rllib/offline/tests/test_data_tools_without_overlay.py": MEDIUM,
     "rllib/offline/tests/test_episode_shard_sampler.py": MEDIUM,

@@ -184,16 +184,6 @@ def _rllib_modules_at(tree: pathlib.Path, commit: str) -> Set[str]:
 #: the one that adds the module; the check fails on any import not listed.
 KNOWN_FORWARD_IMPORTS: Dict[Tuple[str, str], str] = {
     **{
-        ("rllib/offline/tests/test_columnar_buffer.py", module): (
-            "the columnar buffer's test samples through the store and the "
-            "shard sampler of the in-memory patches"
-        )
-        for module in (
-            "ray.rllib.offline.in_memory.shard_sampler",
-            "ray.rllib.offline.in_memory.store",
-        )
-    },
-    **{
         (path, "ray.rllib.offline.in_memory.shard_sampler"): (
             "the store and the cache hand their shards to the shard sampler "
             "of the in-memory training patch"

@@ -713,6 +713,7 @@ SERIES: List[Topic] = [
         tests=[
             "rllib/offline/tests/test_offline_settings.py",
             "rllib/core/learner/tests/test_in_memory_source.py",
+            "rllib/offline/tests/test_shard_sampler.py",
             "rllib/offline/tests/test_offline_data_from_episodes.py",
             "rllib/offline/tests/test_train_on_episodes.py",
             "rllib/offline/tests/test_train_streaming.py",

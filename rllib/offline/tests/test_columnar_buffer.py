@@ -26,7 +26,6 @@ from rllib.offline.in_memory.columns import (
     EpisodeColumns,
     episode_columns_from_episode,
 )
-from rllib.offline.in_memory.store import HeldBlocks
 
 #: Below this p-value two samples are called different. With fixed seeds the
 #: tests are deterministic; the threshold only sets how strict they are.
@@ -238,7 +237,7 @@ HAND_REWARDS = [1.0, 2.0, 4.0, 8.0, 16.0]
 HAND_3_STEP_HALF = {0: 3.0, 1: 6.0, 2: 12.0, 3: 16.0, 4: 16.0}
 
 
-def _hand_episode() -> EpisodeColumns:
+def hand_episode() -> EpisodeColumns:
     """Five terminated steps with rewards `HAND_REWARDS`; observation `t` is t."""
     return EpisodeColumns(
         id_="hand",
@@ -253,7 +252,7 @@ def _hand_episode() -> EpisodeColumns:
 def test_n_step_rewards_are_discounted_with_the_given_gamma():
     """gamma = 0.5, not the 0.99 `EpisodeReplayBuffer` applies when given none."""
     buffer = ColumnarEpisodeBuffer(capacity=100, seed=0)
-    buffer.add([_hand_episode()])
+    buffer.add([hand_episode()])
     sampled = buffer.sample(200, n_step=3, gamma=0.5)
     assert set(sampled.timesteps.tolist()) == set(HAND_3_STEP_HALF)
     expected = [HAND_3_STEP_HALF[t] for t in sampled.timesteps.tolist()]
@@ -264,45 +263,6 @@ def test_n_step_rewards_are_discounted_with_the_given_gamma():
         sampled.next_obs[:, 0], np.minimum(sampled.timesteps + 3, 5)
     )
     np.testing.assert_array_equal(sampled.terminateds, sampled.timesteps == 2)
-
-
-def test_in_memory_sampler_discounts_n_step_rewards_with_config_gamma():
-    """The Learner-side sampler of the in-memory path uses `config.gamma` too."""
-    import types
-
-    from ray.rllib.core.columns import Columns
-
-    from rllib.offline.in_memory.columns import EpisodeBlock
-    from rllib.offline.in_memory.shard_sampler import EpisodeShardSampler
-
-    obs_space = gym.spaces.Box(0.0, 10.0, (1,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-    config = (
-        BCConfig()
-        .environment(observation_space=obs_space, action_space=action_space)
-        .training(train_batch_size_per_learner=32, gamma=0.5)
-        .offline_data(input_="/nonexistent", input_read_episodes=True)
-    )
-    config.n_step = 3
-    rl_module = config.get_multi_rl_module_spec(
-        spaces={DEFAULT_MODULE_ID: (obs_space, action_space)}, inference_only=False
-    ).build()
-    block = EpisodeBlock.from_episodes([_hand_episode()])
-    shard = types.SimpleNamespace(block_source=lambda rng: HeldBlocks([block]), index=0)
-    sampler = EpisodeShardSampler(
-        shard,
-        pipeline=config.build_learner_connector(
-            input_observation_space=obs_space, input_action_space=action_space
-        ),
-        rl_module=rl_module,
-        config=config,
-    )
-    batch = sampler.sample(200).policy_batches[DEFAULT_MODULE_ID]
-    starts = np.asarray(batch[Columns.OBS])[:, 0].astype(int).tolist()
-    assert set(starts) == set(HAND_3_STEP_HALF)
-    np.testing.assert_array_equal(
-        np.asarray(batch[Columns.REWARDS]), [HAND_3_STEP_HALF[t] for t in starts]
-    )
 
 
 @pytest.mark.parametrize("terminated", [False, True])
