@@ -21,6 +21,7 @@ import ast
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -200,6 +201,15 @@ KNOWN_FORWARD_IMPORTS: Dict[Tuple[str, str], str] = {
 }
 
 
+#: Words of the fork's own vantage point, which read wrong in ray's files.
+_FORK_WORDING = re.compile(r"\b(upstream|overlay|the fork|fork's)\b|rllib/_fork", re.I)
+
+
+def _added_lines(tree: pathlib.Path, commit: str, path: str) -> List[str]:
+    diff = _git(tree, "show", "--format=", commit, "--", path).splitlines()
+    return [line[1:] for line in diff if line.startswith("+") and line[:4] != "+++ "]
+
+
 def check_patch(tree: pathlib.Path, commit: str, config: pathlib.Path) -> List[str]:
     """The convention problems of the patch ``commit`` (empty: none)."""
     problems = []
@@ -221,6 +231,11 @@ def check_patch(tree: pathlib.Path, commit: str, config: pathlib.Path) -> List[s
             f"{path}: imports {name}, which no module of the series so far holds"
             for name in sorted(missing)
             if (path, name) not in KNOWN_FORWARD_IMPORTS
+        ]
+        problems += [
+            f"{path}: the fork's wording in ray's file: {line.strip()!r}"
+            for line in _added_lines(tree, commit, path)
+            if _FORK_WORDING.search(line)
         ]
         if not _black_clean(text):
             problems.append(f"{path}: not formatted as black 22.10 formats it")

@@ -753,6 +753,10 @@ SERIES: List[Topic] = [
         substitutions={
             "rllib/offline/tools/__init__.py": (
                 (
+                    "recorded episodes; none of them needs the overlay.\n",
+                    "recorded episodes.\n",
+                ),
+                (
                     "- :mod:`.inspection`: what a dataset holds, and every problem "
                     "in it.\n"
                     "- :mod:`.conversion`: re-writes a dataset (or a Minari dataset) "

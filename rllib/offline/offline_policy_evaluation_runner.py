@@ -174,7 +174,7 @@ def _estimation_settings(self) -> Dict:
 
 
 def _log_episode(self, module_id: str, length: int, value: float) -> None:
-    """Upstream's per-episode metrics, with the headline estimator's term of
+    """The runner's per-episode metrics, with the headline estimator's term of
     the episode as its return (their mean over episodes is the estimate)."""
     window = max(
         1,
@@ -203,7 +203,7 @@ def _evaluate(self, explore: bool, train: bool) -> Dict:
     Args:
         self: The ``OfflinePolicyEvaluationRunner``.
         explore: Unused (the target policy is the module's inference action
-            distribution, as in upstream).
+            distribution, as before).
         train: Unused.
     """
     episodes, iterations = [], 0

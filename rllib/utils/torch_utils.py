@@ -22,7 +22,7 @@ def update_target_network(main_net, target_net, tau: float) -> None:
     main_state = main_net.state_dict()
     target_state = target_net.state_dict()
     if main_state.keys() != target_state.keys():
-        # Upstream's `load_state_dict` names the missing and unexpected keys.
+        # Torch's `load_state_dict` names the missing and unexpected keys.
         target_net.load_state_dict(
             {k: tau * main_state[k] + (1 - tau) * v for k, v in target_state.items()}
         )

@@ -87,7 +87,9 @@ def test_a_patch_in_ray_form_passes(tree, monkeypatch):
 def test_each_fault_is_named(tree, monkeypatch):
     path = "rllib/offline/tests/test_offline_data.py"
     _sized(monkeypatch, path)
-    bad_module = UPSTREAM_MODULE + "import sys\n\n\ndef other( ):\n    return 'a'\n"
+    bad_module = UPSTREAM_MODULE + (
+        "import sys\n\n\ndef other( ):\n    return 'a'  # As upstream.\n"
+    )
     bad_test = CLEAN_TEST.replace(
         "@pytest.mark.parametrize", "@pytest.mark.ray\n@pytest.mark.parametrize"
     )
@@ -103,6 +105,8 @@ def test_each_fault_is_named(tree, monkeypatch):
         "rllib/offline/thing.py: not formatted as black 22.10 formats it",
         "rllib/offline/thing.py: ruff (ray's settings): F401",
         "rllib/offline/thing.py: ruff (ray's settings): Q000",
+        "rllib/offline/thing.py: the fork's wording in ray's file: "
+        "\"return 'a'  # As upstream.\"",
         "rllib/offline/tests/__init__.py: ray has no __init__.py",
         f"{path}: ray's repository has a test file test_offline_data.py",
         f"{path}: no `if __name__ == '__main__'` pytest block",

@@ -29,7 +29,7 @@ QF_CONCAT_OBS_ACTIONS = "qf_concat_obs_actions"
 
 
 def build_qf_encoder(self, framework: str) -> Encoder:
-    """The Q-function's encoder: concatenated (s, a) if configured, else upstream's."""
+    """The Q-function's encoder: concatenated (s, a) if configured, else SAC's."""
     if isinstance(self.action_space, gym.spaces.Box):
         if self._model_config_dict.get(QF_CONCAT_OBS_ACTIONS, False):
             self.qf_encoder_config = _concat_qf_encoder_config(self)

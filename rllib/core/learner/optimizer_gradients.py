@@ -3,10 +3,10 @@
 CQL's and IQL's torch Learners register several optimizers per module (policy,
 Q-function(s), value function, temperature) and backpropagate each
 optimizer's loss separately through one shared graph. With `num_learners >= 2`
-two things must hold, and upstream's loops miss both:
+two things must hold, and the Learners' former loops missed both:
 
 - Every Learner runs the backward passes in the same order. DDP matches its
-  all-reduces across Learners by the order they are issued; upstream loops
+  all-reduces across Learners by the order they are issued; the loops went
   over a `set` of module ids, whose order depends on each process's hash seed,
   so one module's gradients could be averaged with another's (IQL's two
   modules drifted apart in about half the runs).
@@ -33,7 +33,7 @@ def gradients_per_optimizer(
             per optimizer in `learner._temp_losses`, keyed
             `(module_id, "<optimizer name>_loss")`.
         loss_per_module: The modules' total losses (only the keys are used).
-        copy: Return copies of the gradients (CQL's choice upstream) rather
+        copy: Return copies of the gradients (as CQL's Learner did) rather
             than the parameters' `.grad` tensors (IQL's).
 
     Raises:

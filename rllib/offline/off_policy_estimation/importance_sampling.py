@@ -67,7 +67,7 @@ def episode_terms(
 
     For the weighted forms the term is `E` times the episode's share of the
     normalized sum, so every estimator is a mean over episodes (bootstrap
-    and upstream's per-episode metrics rely on it).
+    and the runner's per-episode metrics rely on it).
 
     Args:
         rewards: `(E, T)` rewards, zero past each episode's end.

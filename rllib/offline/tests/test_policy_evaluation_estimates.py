@@ -130,7 +130,7 @@ def test_fqe_and_doubly_robust_per_module_of_a_multi_agent_run(ray_cluster, tmp_
         offline_eval_batch_size_per_runner=6,
         offline_evaluation_timeout_s=600,
     )
-    # FQE's settings go through `learner_config_dict`, as the fork's others.
+    # FQE's settings go through `learner_config_dict`.
     config.learners(
         learner_config_dict={
             "off_policy_estimation": {

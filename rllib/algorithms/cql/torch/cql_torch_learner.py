@@ -212,7 +212,7 @@ def compute_loss_for_module(
         )
         td_error = 0.5 * (td_error + torch.abs(fwd_out[QF_TWIN_PREDS] - target))
         # The two critics weigh half each in the total (summed in this order
-        # so the total's float rounding is upstream's).
+        # so the total rounds as the former loss did).
         total_loss += 0.5 * critic_twin_loss - 0.5 * critic_loss
         penalties.append(twin_penalty)
     if alpha_prime is not None:

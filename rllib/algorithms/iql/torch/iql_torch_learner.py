@@ -99,7 +99,7 @@ def compute_loss_for_module(
         VF_LOSS: value_loss,
     }
     if config.twin_q:
-        # Each Q-network's loss counts half, as in upstream.
+        # Each Q-network's loss counts half, as before.
         losses[QF_LOSS_KEY] = 0.5 * critic_loss
         losses[QF_TWIN_LOSS_KEY] = 0.5 * torch.mean(
             (td_target - fwd_out[QF_TWIN_PREDS]) ** 2

@@ -1,8 +1,8 @@
 """The Learner takes batches from any in-memory source by its method (no Ray).
 
-`rllib.core` knows the fork's offline data only through the duck-typed
-`learner_batches(learner, minibatch_size, num_iters)` method (that it never
-imports `rllib.offline` is checked in `rllib/_fork/tests/test_layout.py`).
+The Learner knows the in-memory offline data only through the duck-typed
+`learner_batches(learner, minibatch_size, num_iters)` method; it imports
+nothing of `rllib.offline` for it.
 """
 
 import sys
@@ -68,7 +68,7 @@ def test_learner_calls_the_source_and_converts_its_batches(kwargs, expected):
     batches = Learner._create_iterator_if_necessary(
         learner, training_data=TrainingData(data_iterators=[source]), **kwargs
     )
-    assert learner.iterator is not None  # Upstream logs dataset iterations.
+    assert learner.iterator is not None  # The Learner logs dataset iterations.
     out = list(batches)
     assert source.calls == [(learner, *expected)]
     minibatch_size, num_iters = expected

@@ -1,6 +1,6 @@
 """`_make_batch_if_necessary` converts by the whole nested batch (no Ray).
 
-Upstream's `Learner` leaves a single-agent `SampleBatch` unconverted (the
+Ray 2.60's `Learner` leaves a single-agent `SampleBatch` unconverted (the
 `sample_batch` cases here) and its `DifferentiableLearner` looks at `obs` only.
 """
 
@@ -80,7 +80,7 @@ def test_tensor_batch_on_device_is_passed_through(device):
 
 
 def test_numpy_leaf_outside_obs_triggers_conversion():
-    # Upstream's DifferentiableLearner only looked at `obs`.
+    # Ray 2.60's DifferentiableLearner only looked at `obs`.
     stub = _stub_learner("cpu")
     sample = _tuple_batch(torch.zeros)
     sample[Columns.ACTIONS] = np.zeros(4)
@@ -107,7 +107,7 @@ def test_wrong_device_leaf_triggers_conversion():
 
 
 def test_single_agent_numpy_sample_batch_trains():
-    # Upstream wraps the `SampleBatch` without converting it; the module's
+    # Ray 2.60 wraps the `SampleBatch` without converting it; the module's
     # first layer then gets numpy arrays and raises a TypeError.
     space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
     config = BCConfig().environment(
@@ -171,7 +171,7 @@ def test_differentiable_learner_builds_batches_as_the_learner_does():
         made[0].policy_batches[DEFAULT_MODULE_ID][Columns.OBS],
         made[1].policy_batches[DEFAULT_MODULE_ID][Columns.OBS],
     )
-    # The conversion itself is upstream's.
+    # The conversion itself is the TorchLearner's own.
     assert TorchLearner._convert_batch_type.__module__ == (
         "ray.rllib.core.learner.torch.torch_learner"
     )

@@ -50,7 +50,7 @@ def all_finite(tensors: Iterable) -> bool:
 
 
 def apply_gradients(self, gradients_dict: ParamDict) -> None:
-    """Sets the gradients and steps every optimizer (upstream's rules for nan/inf)."""
+    """Sets the gradients and steps every optimizer (the same nan/inf rules)."""
     skip_nan = self.config.torch_skip_nan_gradients
     finite = skip_nan or all_finite(gradients_dict.values())
     for pid, grad in gradients_dict.items():
@@ -94,13 +94,13 @@ def apply_gradients(self, gradients_dict: ParamDict) -> None:
 
 
 def _add_lr_schedulers(self, module_id, optimizer_name, optim) -> None:
-    """Creates the optimizer's learning-rate schedulers on first use (as upstream)."""
+    """Creates the optimizer's learning-rate schedulers on first use."""
     if (
         module_id in self._lr_schedulers
         and optimizer_name in self._lr_schedulers[module_id]
     ):
         return
-    # As upstream: a module's scheduler dict holds the last optimizer set up.
+    # As before: a module's scheduler dict holds the last optimizer set up.
     self._lr_schedulers[module_id] = {optimizer_name: []}
     if isinstance(self._lr_scheduler_classes, dict):
         scheduler_classes = self._lr_scheduler_classes[module_id]
