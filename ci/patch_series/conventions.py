@@ -184,16 +184,6 @@ def _rllib_modules_at(tree: pathlib.Path, commit: str) -> Set[str]:
 #: (the outside review's first blocker). Each pull request must merge after
 #: the one that adds the module; the check fails on any import not listed.
 KNOWN_FORWARD_IMPORTS: Dict[Tuple[str, str], str] = {
-    **{
-        (path, "ray.rllib.offline.in_memory.shard_sampler"): (
-            "the store and the cache hand their shards to the shard sampler "
-            "of the in-memory training patch"
-        )
-        for path in (
-            "rllib/offline/in_memory/store.py",
-            "rllib/offline/in_memory/block_cache.py",
-        )
-    },
     (
         "rllib/algorithms/algorithm_config.py",
         "ray.rllib.offline.offline_multi_agent_env_runner",

@@ -639,18 +639,23 @@ SERIES: List[Topic] = [
         description=(
             "Decodes the episode files once into Ray's object store, in parallel\n"
             "tasks that honour `input_filesystem` and the scheduling options of\n"
-            "`input_read_method_kwargs`, and shards the blocks per Learner. The\n"
+            "`input_read_method_kwargs`, and shards the blocks per Learner; each\n"
+            "Learner samples its train batches from its shard at array speed. The\n"
             "memory budget of the nodes is checked before anything is decoded."
         ),
         files=[
             "rllib/offline/in_memory/memory_budget.py",
             "rllib/offline/in_memory/read_options.py",
             "rllib/offline/in_memory/store.py",
+            "rllib/offline/in_memory/shard_sampler.py",
         ],
-        tests=["rllib/offline/tests/test_memory_budget.py"],
+        tests=[
+            "rllib/offline/tests/test_memory_budget.py",
+            "rllib/offline/tests/test_shard_sampler.py",
+        ],
         size_reason=(
-            "About 720 lines of code: the store and the budget it is checked\n"
-            "against; with its test just over the bar."
+            "About 1,050 lines of code: the store, the budget it is checked\n"
+            "against and the sampler each Learner draws its shard with."
         ),
         substitutions={
             "rllib/offline/in_memory/store.py": (
@@ -705,7 +710,6 @@ SERIES: List[Topic] = [
             "do not (with a warning when such actions fall outside [-1, 1])."
         ),
         files=[
-            "rllib/offline/in_memory/shard_sampler.py",
             "rllib/offline/offline_data.py",
             "rllib/core/learner/learner.py::Learner._create_iterator_if_necessary",
             "rllib/algorithms/algorithm_config.py",
@@ -713,7 +717,6 @@ SERIES: List[Topic] = [
         tests=[
             "rllib/offline/tests/test_offline_settings.py",
             "rllib/core/learner/tests/test_in_memory_source.py",
-            "rllib/offline/tests/test_shard_sampler.py",
             "rllib/offline/tests/test_offline_data_from_episodes.py",
             "rllib/offline/tests/test_train_on_episodes.py",
             "rllib/offline/tests/test_train_streaming.py",
