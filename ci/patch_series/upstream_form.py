@@ -21,6 +21,7 @@ so a stale one fails the build instead of leaking fork code into a patch.
 """
 
 import ast
+import copy
 import re
 import textwrap
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -386,7 +387,9 @@ def _replacement(upstream_tree, lines, fork_lines, fork_node, dotted, originals)
     )
     aliases = [alias for alias, original in originals.items() if original == dotted]
     if aliases:
-        inlined = _inline_delegation(lines, fork_lines, target, fork_node, aliases[0])
+        inlined = _inline_delegation(
+            lines, fork_lines, target, fork_node, aliases[0]
+        ) or _inline_keyword_extension(lines, fork_lines, target, fork_node, aliases[0])
         if inlined is not None:
             return target.lineno, target.end_lineno, inlined
         # Upstream's body stays, as the private default the new method calls.
@@ -496,6 +499,99 @@ def _members(body) -> Dict[str, List[ast.AST]]:
         for name in _defined_names(node):
             found.setdefault(name, []).append(node)
     return found
+
+
+def _args_entries(doc_lines: List[str], names: Sequence[str]) -> List[List[str]]:
+    """The ``Args:`` entries for ``names`` in a docstring, each as its lines."""
+    entries: Dict[str, List[str]] = {}
+    current, entry_indent, in_args = None, None, False
+    for line in doc_lines:
+        stripped = line.strip()
+        if stripped == "Args:":
+            in_args = True
+            continue
+        if not in_args:
+            continue
+        indent = len(line) - len(line.lstrip())
+        if stripped and entry_indent is None:
+            entry_indent = indent
+        if stripped and indent == entry_indent:
+            current = stripped.split(":", 1)[0].lstrip("*")
+            entries[current] = []
+        elif stripped and indent < (entry_indent or 0):
+            break  # The next section.
+        if current is not None and stripped:
+            entries[current].append(line)
+    return [entries[name] for name in names if name in entries]
+
+
+def _inline_keyword_extension(lines, fork_lines, target, fork, alias) -> Optional[str]:
+    """Upstream's method with the fork's new keyword arguments in it, where
+    the fork takes only new keyword-only arguments and ``**kwargs``, handles
+    the new ones, and ends with ``return original(self, **kwargs)``: the new
+    arguments join upstream's signature, their ``Args:`` entries its
+    docstring, and the fork's lines run first; else None."""
+    kwarg = fork.args.kwarg
+    if kwarg is None or target.args.kwarg is not None or fork.args.vararg:
+        return None
+    if len(fork.args.args) != 1:
+        return None
+    upstream_names = {a.arg for a in target.args.args + target.args.kwonlyargs}
+    new_names = [a.arg for a in fork.args.kwonlyargs]
+    if not new_names or upstream_names & set(new_names):
+        return None
+    body = _body_without_docstring(fork)
+    if len(body) < 2 or not _calls_alias(body[-1], alias):
+        return None
+    call = body[-1].value
+    if not (
+        isinstance(body[-1], ast.Return)
+        and len(call.args) == 1
+        and [k.arg for k in call.keywords] == [None]
+        and ast.unparse(call.keywords[0].value) == kwarg.arg
+    ):
+        return None
+    if _body_without_docstring(target) is target.body:
+        return None  # Upstream's method has no docstring to add the entries to.
+    indent = " " * target.col_offset
+    inner = indent + "    "
+    merged = copy.deepcopy(target)
+    out = [indent + _merged_signature(merged, fork)]
+    doc = target.body[0]
+    doc_lines = lines[doc.lineno - 1 : doc.end_lineno]
+    fork_doc = fork.body[0]
+    entries = _args_entries(
+        fork_lines[fork_doc.lineno - 1 : fork_doc.end_lineno], new_names
+    )
+    args_at = next(
+        (i for i, line in enumerate(doc_lines) if line.strip() == "Args:"), None
+    )
+    if args_at is None or not entries:
+        return None
+    entry_indent = inner + "    "
+    end = args_at + 1
+    while end < len(doc_lines) and (
+        not doc_lines[end].strip() or doc_lines[end].startswith(entry_indent)
+    ):
+        end += 1
+    while not doc_lines[end - 1].strip():
+        end -= 1  # Before the blank line that ends the section.
+    # Each entry refilled at its new indentation, within ray's 88 columns.
+    filled = []
+    for entry in entries:
+        filled += textwrap.wrap(
+            " ".join(line.strip() for line in entry),
+            width=88,
+            initial_indent=entry_indent,
+            subsequent_indent=entry_indent + "    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    doc_lines = doc_lines[:end] + filled + doc_lines[end:]
+    out += doc_lines
+    out += _reindented(fork_lines, body[0].lineno, body[-2].end_lineno, inner)
+    out += lines[doc.end_lineno : target.end_lineno]
+    return "\n".join(out)
 
 
 def _body_without_docstring(node: ast.FunctionDef) -> List[ast.stmt]:

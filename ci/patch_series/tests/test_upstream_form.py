@@ -126,6 +126,62 @@ def test_a_branch_before_the_upstream_original_goes_into_upstreams_method(body):
     assert thing.get() == "default"  # Upstream's signature and default.
 
 
+def test_new_keyword_arguments_join_upstreams_signature_and_docstring():
+    upstream = textwrap.dedent(
+        '''\
+        class Settings:
+            def configure(self, *, a=None):
+                """Sets things.
+
+                Args:
+                    a: The first thing.
+
+                Returns:
+                    The settings.
+                """
+                if a is not None:
+                    self.a = a
+                return self
+        '''
+    )
+    text = upstream_form.splice(
+        upstream,
+        fork(
+            '''\
+            from ray.rllib import settings as _upstream
+
+            _upstream_configure = _upstream.Settings.configure
+
+
+            def configure(self, *, b=None, **kwargs):
+                """Sets things, and:
+
+                Args:
+                    b: The second thing, described at some length so that its entry
+                        runs over two lines.
+                    **kwargs: Upstream's arguments.
+                """
+                if b is not None:
+                    self.b = b
+                return _upstream_configure(self, **kwargs)
+
+
+            REPLACES = {"Settings.configure": configure}
+            '''
+        ),
+        (),
+        "rllib/settings.py",
+    )
+    assert "_default" not in text and "kwargs" not in text
+    assert "def configure(self, *, a=None, b=None):" in text
+    doc = ast.get_docstring(ast.parse(text).body[0].body[0])
+    assert doc.index("a: The first thing.") < doc.index("b: The second thing")
+    assert doc.index("b: The second thing") < doc.index("Returns:")
+    assert "two lines." in doc and "arguments" not in doc
+    settings = _run(text)["Settings"]().configure(a=1, b=2)
+    assert (settings.a, settings.b) == (1, 2)
+
+
 def test_the_upstream_original_called_mid_method_stays_a_private_default():
     text = upstream_form.splice(
         UPSTREAM,
