@@ -6,7 +6,9 @@
 #   bash ci/patch_series.sh [OVERLAY_XML]   everything; without the XML (a junit
 #                                           XML of a `ci/test.sh` run) the
 #                                           overlay run is made here
-#   bash ci/patch_series.sh --patched-only  build, apply, run the patched tree
+#   bash ci/patch_series.sh --patched-only [--tier fast|all]
+#                                           build, apply, run the patched tree
+#                                           (all its tests, or the fast tier's)
 #   bash ci/patch_series.sh --compare-only OVERLAY_XML...  (one XML per tier)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +18,7 @@ source ci/env.sh
 ci_activate_test_env
 args=(--keep build/patch-series-check)
 case "${1:-}" in
-  --patched-only) args+=(--patched-only) ;;
+  --patched-only) args+=(--patched-only "${@:2}") ;;
   --compare-only) args+=(--compare-only --overlay-results "${@:2}") ;;
   "") ;;
   *) args+=(--overlay-results "$@") ;;

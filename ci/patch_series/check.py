@@ -2,7 +2,8 @@
 behaves as the overlay does.
 
     python -m ci.patch_series.check [--overlay-results XML] [--keep DIR]
-    python -m ci.patch_series.check --patched-only --keep DIR
+        [--tier fast|all]
+    python -m ci.patch_series.check --patched-only --keep DIR [--tier fast|all]
     python -m ci.patch_series.check --compare-only --keep DIR --overlay-results XML...
 
 1. Builds the series (:mod:`ci.patch_series.build`).
@@ -11,6 +12,8 @@ behaves as the overlay does.
 3. Makes a ``ray`` package whose ``rllib`` is the patched copy (every other
    entry links to the installed ray) and runs the series' tests in it with
    the overlay off (``RLLIB_FORK_DISABLE=1``): plain ray with the patches.
+   ``--tier fast`` runs only their small and medium tests (``ci/sizes.py``),
+   as CI does; ``all`` (the default) the large ones too.
    Then proves each bug-fix patch on its own (:mod:`ci.patch_series.bug_fixes`):
    its regression tests fail on ray's sources and pass with the patch.
 4. Compares each test's outcome with the same test run with the overlay:
@@ -36,6 +39,7 @@ from typing import Dict, List
 from ci.patch_series import build as series_build
 from ci.patch_series import conventions
 from ci.patch_series.series import SERIES
+from ci.sizes import FILES, TESTS, TIERS
 
 REPO = series_build.REPO
 
@@ -68,17 +72,32 @@ def series_tests() -> List[str]:
     ]
 
 
+def deselected_outside(tier: str, tests: List[str]) -> List[str]:
+    """``--deselect`` options that leave only ``tier``'s sizes of ``tests``."""
+    keep = TIERS[tier]
+    options = []
+    for path in tests:
+        if FILES[path] not in keep:
+            options += ["--deselect", path]
+    options += [
+        option
+        for node, size in TESTS.items()
+        if node.split("::")[0] in tests and size not in keep
+        for option in ("--deselect", node)
+    ]
+    return options
+
+
 def new_site(site: pathlib.Path) -> pathlib.Path:
     """A ``ray`` package under ``site`` whose ``rllib`` is a copy of the
     installed one, in its own git repository; returns it."""
     ray_dir = site / "ray"
     ray_dir.mkdir(parents=True)
     installed = series_build.installed_rllib().parent
-    shutil.copytree(
-        installed / "rllib",
-        ray_dir / "rllib",
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-    )
+    # With the compiled modules: each copy keeps its source's time stamp
+    # (`copy2`), so Python reuses them and recompiles only what a patch
+    # changes (every test run in a fresh copy would otherwise compile RLlib).
+    shutil.copytree(installed / "rllib", ray_dir / "rllib")
     for entry in installed.iterdir():
         if entry.name not in ("rllib", "tests", "__pycache__"):
             (ray_dir / entry.name).symlink_to(entry)
@@ -219,6 +238,13 @@ def main(argv=None) -> int:
         help="junit XMLs of the overlay's runs (CI runs the tiers apart)",
     )
     parser.add_argument("--keep", type=pathlib.Path, help="keep the work here")
+    parser.add_argument(
+        "--tier",
+        choices=("fast", "all"),
+        default="all",
+        help="the sizes of the series' tests to run in the patched tree "
+        "(ci/sizes.py); compare with an overlay run of the same tier",
+    )
     phase = parser.add_mutually_exclusive_group()
     phase.add_argument(
         "--patched-only",
@@ -250,7 +276,13 @@ def main(argv=None) -> int:
         report = (patches / "conventions.txt").read_text()
         print(f"Ray's conventions (ci/patch_series/conventions.py):\n{report}")
         ray_dir = apply_series(patches, work / "site")
-        run_tests(ray_dir, tests, work / "patched.xml", patched_env(work / "site"))
+        run_tests(
+            ray_dir,
+            tests,
+            work / "patched.xml",
+            patched_env(work / "site"),
+            *deselected_outside(args.tier, tests),
+        )
         # Imported here: it builds on this module's helpers.
         from ci.patch_series import bug_fixes
 
@@ -269,7 +301,7 @@ def main(argv=None) -> int:
     if not overlay_xmls:
         overlay_xmls = [work / "overlay.xml"]
         overlay_env = {k: v for k, v in os.environ.items() if k != "RLLIB_FORK_DISABLE"}
-        run_tests(REPO, tests, overlay_xmls[0], overlay_env)
+        run_tests(REPO, tests, overlay_xmls[0], overlay_env, "--tier", args.tier)
     overlay = {}
     for xml in overlay_xmls:
         overlay.update(outcomes(xml))
