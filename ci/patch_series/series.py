@@ -714,6 +714,21 @@ SERIES: List[Topic] = [
             "rllib/core/learner/learner.py::Learner._create_iterator_if_necessary",
             "rllib/algorithms/algorithm_config.py",
         ],
+        # The new settings start unset in every config, as ray's own do.
+        upstream_edits={
+            "rllib/algorithms/algorithm_config.py": [
+                (
+                    "        self.output_write_episodes = True\n"
+                    "        self.offline_sampling = False\n",
+                    "        self.output_write_episodes = True\n"
+                    "        self.offline_sampling = False\n"
+                    "        self.input_action_units = None\n"
+                    "        self.memory_budget = None\n"
+                    "        self.cache_draws_per_timestep = None\n"
+                    "        self.value_horizon = None\n",
+                ),
+            ]
+        },
         tests=[
             "rllib/offline/tests/test_offline_settings.py",
             "rllib/core/learner/tests/test_in_memory_source.py",
