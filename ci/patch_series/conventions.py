@@ -155,14 +155,24 @@ def _has_main_block(tree: ast.Module) -> bool:
     return False
 
 
-def imported_rllib_modules(module: ast.AST) -> Set[str]:
-    """The ``ray.rllib`` modules ``module`` imports, anywhere in it."""
+def imported_rllib_modules(
+    module: ast.AST, submodules: Set[str] = frozenset()
+) -> Set[str]:
+    """The ``ray.rllib`` modules ``module`` imports, anywhere in it.
+
+    ``from package import name`` imports the module ``package.name`` too
+    where ``submodules`` holds that name (a module of the whole series)."""
     names = set()
     for node in ast.walk(module):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module)
+            names |= {
+                f"{node.module}.{alias.name}"
+                for alias in node.names
+                if f"{node.module}.{alias.name}" in submodules
+            }
     return {name for name in names if name.startswith("ray.rllib.")}
 
 
@@ -208,6 +218,8 @@ def check_patch(tree: pathlib.Path, commit: str, config: pathlib.Path) -> List[s
         problems.append("no Signed-off-by in the message")
     status = _git(tree, "show", "--name-status", "--format=", commit).splitlines()
     available = _rllib_modules_at(tree, commit)
+    # Modules of the whole series: `from package import module` names them.
+    final = _rllib_modules_at(tree, "HEAD")
     for line in status:
         flag, path = line.split("\t", 1)
         if flag == "D" or not path.endswith(".py"):
@@ -215,8 +227,10 @@ def check_patch(tree: pathlib.Path, commit: str, config: pathlib.Path) -> List[s
         text = _show(tree, commit, path)
         before = set()
         if flag != "A":
-            before = imported_rllib_modules(ast.parse(_show(tree, f"{commit}~1", path)))
-        missing = imported_rllib_modules(ast.parse(text)) - before - available
+            before = imported_rllib_modules(
+                ast.parse(_show(tree, f"{commit}~1", path)), final
+            )
+        missing = imported_rllib_modules(ast.parse(text), final) - before - available
         problems += [
             f"{path}: imports {name}, which no module of the series so far holds"
             for name in sorted(missing)

@@ -362,19 +362,6 @@ SERIES: List[Topic] = [
         ),
     ),
     Topic(
-        slug="episode-writer-crash-safety",
-        subject="[RLlib] Tests: a killed writer leaves only committed files",
-        description=(
-            "A process killed while writing episodes leaves every committed file\n"
-            "readable and no partial file a reader would pick up."
-        ),
-        files=[],
-        tests=[
-            "rllib/offline/tests/crash_child.py",
-            "rllib/offline/tests/test_crash_safety.py",
-        ],
-    ),
-    Topic(
         slug="recorder-write-failures",
         subject="[RLlib] Recorder: raise when writing the samples fails",
         description=(
@@ -534,6 +521,19 @@ SERIES: List[Topic] = [
         ),
     ),
     Topic(
+        slug="episode-writer-crash-safety",
+        subject="[RLlib] Tests: a killed writer leaves only committed files",
+        description=(
+            "A process killed while writing episodes leaves every committed file\n"
+            "readable and no partial file a reader would pick up."
+        ),
+        files=[],
+        tests=[
+            "rllib/offline/tests/crash_child.py",
+            "rllib/offline/tests/test_crash_safety.py",
+        ],
+    ),
+    Topic(
         slug="value-target-inputs",
         subject="[RLlib] Value targets from inputs each training row carries",
         description=(
@@ -622,6 +622,7 @@ SERIES: List[Topic] = [
             "rllib/offline/offline_prelearner.py",
         ],
         tests=[
+            "rllib/core/learner/tests/structured_obs.py",
             "rllib/offline/tests/test_prelearner_decodes_episodes.py",
             "rllib/offline/tests/test_prelearner_columnar_path.py",
         ],
@@ -649,10 +650,7 @@ SERIES: List[Topic] = [
             "rllib/offline/in_memory/store.py",
             "rllib/offline/in_memory/shard_sampler.py",
         ],
-        tests=[
-            "rllib/offline/tests/test_memory_budget.py",
-            "rllib/offline/tests/test_shard_sampler.py",
-        ],
+        tests=["rllib/offline/tests/test_shard_sampler.py"],
         size_reason=(
             "About 1,050 lines of code: the store, the budget it is checked\n"
             "against and the sampler each Learner draws its shard with."
@@ -731,6 +729,7 @@ SERIES: List[Topic] = [
         },
         tests=[
             "rllib/offline/tests/test_offline_settings.py",
+            "rllib/offline/tests/test_memory_budget.py",
             "rllib/core/learner/tests/test_in_memory_source.py",
             "rllib/offline/tests/test_offline_data_from_episodes.py",
             "rllib/offline/tests/test_train_on_episodes.py",
@@ -801,7 +800,6 @@ SERIES: List[Topic] = [
         ],
         tests=[
             "rllib/examples/offline_rl/tests/test_train_with_dict_observations.py",
-            "rllib/core/learner/tests/structured_obs.py",
             "rllib/core/learner/tests/test_structured_observations.py",
             "rllib/core/learner/tests/test_offline_learners.py",
         ],

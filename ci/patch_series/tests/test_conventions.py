@@ -144,6 +144,23 @@ def test_an_import_of_a_module_no_patch_has_added_yet_is_named(tree):
     ]
 
 
+def test_a_module_imported_from_its_package_before_it_is_added_is_named(tree):
+    user = "from ray.rllib.offline.tests import later_helper\n\nX = later_helper\n"
+    sign = "\n\nSigned-off-by: t <t@example.com>"
+    first = {"rllib/offline/user.py": user, "rllib/offline/tests/other.py": "Z = 1\n"}
+    _patch(tree, first, "[RLlib] uses" + sign)
+    _patch(
+        tree, {"rllib/offline/tests/later_helper.py": "Y = 1\n"}, "[RLlib] adds" + sign
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        config = conventions._ruff_config(pathlib.Path(scratch))
+        problems = conventions.check_patch(tree, "HEAD~1", config)
+    assert problems == [
+        "rllib/offline/user.py: imports ray.rllib.offline.tests.later_helper, "
+        "which no module of the series so far holds"
+    ]
+
+
 def test_every_known_forward_import_is_still_made():
     """An untangled forward import must leave `KNOWN_FORWARD_IMPORTS`."""
     repo = pathlib.Path(__file__).resolve().parents[3]
