@@ -906,37 +906,6 @@ SERIES: List[Topic] = [
         ),
     ),
     Topic(
-        slug="example-external-episodes",
-        subject="[RLlib] Example: record, write and train on external episodes",
-        description=(
-            "A runnable example of the whole path: record CartPole episodes with\n"
-            "a scripted controller, write them with `EpisodeWriter`, train MARWIL\n"
-            "or BC on them evaluating in the environment, score every iteration's\n"
-            "checkpoint off-policy from the episodes alone (FQE) and keep the best\n"
-            "next to the last (#51747). After the off-policy estimation patch,\n"
-            "which it uses."
-        ),
-        files=["rllib/examples/offline_rl/train_on_external_episodes.py"],
-        tests=[
-            "rllib/examples/offline_rl/tests/test_train_on_external_episodes.py",
-        ],
-        substitutions={
-            "rllib/examples/offline_rl/train_on_external_episodes.py": (
-                (
-                    "recorded episodes (inspect them with\n"
-                    "  `python -m ray.rllib.offline.episodes info "
-                    "<output-dir>/episodes`),",
-                    "recorded episodes (`read_episodes` reads them back),",
-                ),
-            ),
-        },
-        size_reason=(
-            "One new example script (about 620 lines: its five steps, the\n"
-            "output directory, the plot and the restore instructions) and its\n"
-            "tests; no library code."
-        ),
-    ),
-    Topic(
         slug="sac-temperature-in-state",
         subject="[RLlib] SAC: keep the entropy temperature in the Learner's state",
         description=(
@@ -1288,6 +1257,39 @@ SERIES: List[Topic] = [
 #: argues for keeping them here. Their files are accounted for like the
 #: series' (each in exactly one topic), and their tests run with the overlay.
 FORK_ONLY_TOPICS: List[Topic] = [
+    Topic(
+        slug="example-external-episodes",
+        subject="[RLlib] Example: record, write and train on external episodes",
+        description=(
+            "A runnable example of the whole path: record CartPole episodes with\n"
+            "a scripted controller, write them with `EpisodeWriter`, train MARWIL\n"
+            "or BC on them evaluating in the environment, score every iteration's\n"
+            "checkpoint off-policy from the episodes alone (FQE) and keep the best\n"
+            "next to the last (#51747).\n\n"
+            "Fork only: an outside review read it as an application (progress\n"
+            "bars, a plot, 11 to 17 minutes of scoring) rather than one of ray's\n"
+            "examples; ray's example would be a short script on the public writer."
+        ),
+        files=["rllib/examples/offline_rl/train_on_external_episodes.py"],
+        tests=[
+            "rllib/examples/offline_rl/tests/test_train_on_external_episodes.py",
+        ],
+        substitutions={
+            "rllib/examples/offline_rl/train_on_external_episodes.py": (
+                (
+                    "recorded episodes (inspect them with\n"
+                    "  `python -m ray.rllib.offline.episodes info "
+                    "<output-dir>/episodes`),",
+                    "recorded episodes (`read_episodes` reads them back),",
+                ),
+            ),
+        },
+        size_reason=(
+            "One new example script (about 620 lines: its five steps, the\n"
+            "output directory, the plot and the restore instructions) and its\n"
+            "tests; no library code."
+        ),
+    ),
     Topic(
         slug="marwil-normalizer-defaults",
         subject="MARWIL's advantage normalizer follows the data by default",
