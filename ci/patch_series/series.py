@@ -996,8 +996,11 @@ SERIES: List[Topic] = [
             "both looped over a `set` of module ids, whose order follows each\n"
             "process's hash seed, so DDP could average one module's gradients\n"
             "with another's. Both now run the backward passes in sorted module\n"
-            "order and average all gradients over the Learners in one\n"
-            "all-reduce, in an order every Learner shares.\n\n"
+            "order. CQL averages the gradients it copies over the Learners in one\n"
+            "all-reduce, in an order every Learner shares; IQL keeps reading the\n"
+            "parameters' `.grad`, which DDP averages once the order matches. The\n"
+            "regression test trains CQL on two Learners (IQL's drift needed two\n"
+            "modules and showed in about half the runs).\n\n"
             "Behaviour change: with `num_learners >= 2` every Learner applies\n"
             "the averaged gradients; identical values with one Learner."
         ),
